@@ -1,0 +1,58 @@
+# efficient_attention_nb — the usual targets. Every target sets up .venv first if it is missing.
+#   make main     set up, run every tutorial notebook, build the docs site and the benchmark plots
+#   make test     set up, run every test (all notebooks through nbdev's runner + package tests)
+#   make install  set up only: .venv with torch, the package (editable) and its dev extras
+#   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb)
+#   make lab      JupyterLab on nbs/
+#   make export / make clean-nbs   nbdev_export / nbdev_clean (run both before committing)
+# GPU machines: make main TORCH_SPEC=torch   (pip's default torch wheel is the CUDA build)
+SHELL := /bin/bash
+PYTHON ?= python3
+TORCH_SPEC ?= torch==2.13.0
+VENV := .venv
+BIN := $(VENV)/bin
+PIPQ := $(BIN)/pip install --quiet --disable-pip-version-check
+
+.PHONY: main test install docs lab export clean-nbs tutorials clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: settings.ini setup.py pyproject.toml
+	@echo "== setting up $(VENV) ($(TORCH_SPEC))"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(PIPQ) --upgrade pip 2> >(grep -v "is ignored: it is neither" >&2)
+	@$(PIPQ) "$(TORCH_SPEC)" 2> >(grep -v "is ignored: it is neither" >&2)
+	@$(PIPQ) -e ".[dev]" 2> >(grep -v "is ignored: it is neither" >&2)
+	@touch $@
+
+tutorials: install
+	@echo "== running every tutorial notebook (executed copies go to _executed/)"
+	@mkdir -p _executed
+	@for nb in nbs/[0-9]*.ipynb nbs/index.ipynb; do \
+	  echo "   $$nb"; \
+	  $(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=1800 \
+	    --output-dir _executed "$$nb" --log-level=ERROR || exit 1; \
+	done
+	@echo "== executed tutorials: $$(pwd)/_executed/"
+
+docs: install
+	@echo "== building the docs site into _docs/"
+	@$(BIN)/python nbs/_build_docs.py --out _docs
+	@echo "== docs site: $$(pwd)/_docs/index.html"
+
+main: tutorials docs
+
+test: install
+	@$(BIN)/python -m pytest tests
+
+lab: install
+	$(BIN)/jupyter lab nbs/
+
+export: install
+	$(BIN)/nbdev_export
+
+clean-nbs: install
+	$(BIN)/nbdev_clean
+
+clean:
+	rm -rf _executed _docs _proc build dist *.egg-info
