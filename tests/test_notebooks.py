@@ -1,0 +1,50 @@
+"""Run every notebook through nbdev's own test runner (`nbdev_test`), one pytest case per notebook.
+
+Cells flagged `#| slow` or `#| cuda` are skipped (settings.ini `tst_flags`); set `EANB_TEST_FLAGS="slow"` to run them.
+A failing cell fails its notebook's case, and the message shows nbdev's traceback naming the notebook and the cell.
+"""
+import json, os, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NBDEV_TEST = str(Path(sys.executable).parent / 'nbdev_test')
+NOTEBOOKS = sorted(p for p in (ROOT / 'nbs').glob('*.ipynb') if not p.name.startswith('_'))
+
+
+def run_nbdev_test(nb: Path, flags: str = '', cwd: Path = ROOT, timeout: int = 1500):
+    "Run `nbdev_test --path nb` in a fresh process; return (returncode, combined output)."
+    cmd = [NBDEV_TEST, '--path', str(nb), '--n_workers', '0']
+    if flags: cmd += ['--flags', flags]
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, 'MPLBACKEND': 'Agg'})
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_there_are_notebooks():
+    names = [p.name for p in NOTEBOOKS]
+    assert 'index.ipynb' in names and '00_core.ipynb' in names, names
+
+
+@pytest.mark.parametrize('nb', NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook(nb):
+    rc, out = run_nbdev_test(nb, flags=os.environ.get('EANB_TEST_FLAGS', ''))
+    assert rc == 0 and 'Success' in out, f'{nb.name} failed under nbdev_test:\n{out[-6000:]}'
+
+
+def test_runner_fails_on_a_failing_cell(tmp_path):
+    "The runner above must turn a failing cell into a failure (guards against a silently green suite)."
+    nb = {'cells': [{'cell_type': 'code', 'id': 'ok', 'metadata': {}, 'execution_count': None, 'outputs': [],
+                     'source': 'x = 1'},
+                    {'cell_type': 'code', 'id': 'bad', 'metadata': {}, 'execution_count': None, 'outputs': [],
+                     'source': 'assert x == 2, "deliberately failing cell"'}],
+          'metadata': {'kernelspec': {'display_name': 'python3', 'language': 'python', 'name': 'python3'}},
+          'nbformat': 4, 'nbformat_minor': 5}
+    (tmp_path / 'nbs').mkdir()
+    (tmp_path / 'settings.ini').write_text((ROOT / 'settings.ini').read_text())   # nbdev finds its config upwards
+    path = tmp_path / 'nbs' / 'failing_probe.ipynb'
+    path.write_text(json.dumps(nb))
+    rc, out = run_nbdev_test(path, cwd=tmp_path)
+    assert rc != 0, out
+    assert 'deliberately failing cell' in out and 'failing_probe' in out, out
