@@ -13,10 +13,11 @@ import torch.nn.functional as F
 from einops import rearrange
 
 # %% auto #0
-__all__ = ['FEATURE_MAPS', 'elu_feature_map', 'relu_feature_map', 'linear_attention', 'efficient_attention',
+__all__ = ['FEATURE_MAPS', 'CAUSAL_FORMS', 'elu_feature_map', 'relu_feature_map', 'linear_attention', 'efficient_attention',
            'causal_linear_attention_quadratic', 'causal_linear_attention_cumsum', 'causal_linear_attention',
            'LinearAttentionState', 'causal_linear_attention_step', 'causal_linear_attention_recurrent',
-           'LinearSelfAttention', 'ImageLinearAttention']
+           'LinearSelfAttention', 'ImageLinearAttention', 'matmul_gflops', 'causal_linear_flops', 'benchmark_causal',
+           'benchmark_decode']
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-004
 from .core import (exists, default, check_tensor, check_int, check_float, check_choice,
@@ -148,6 +149,19 @@ def _causal_chunked_plain(q, k, v, chunk_size:int=64, eps:float=1e-6):
     return rearrange(out, 'b h N c e -> b h (N c) e')[:, :, :n]
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032
+def _exclusive_prefix(st:torch.Tensor, group:int=16) -> torch.Tensor:
+    "Exclusive prefix sum over axis 1 of `st` (B, N, D) by matmuls: strictly-lower-triangular within groups, a short cumsum across."
+    B, N, D = st.shape
+    G = min(group, N); Ng = -(-N // G)
+    if Ng * G > N: st = F.pad(st, (0, 0, 0, Ng * G - N))
+    stg = st.reshape(B * Ng, G, D)
+    tri = torch.ones(G, G, dtype=st.dtype, device=st.device).tril_(-1)                # T_ij = 1 for j < i
+    within = torch.matmul(tri, stg).view(B, Ng, G, D)                                  # Σ of earlier states in the group
+    totals = stg.view(B, Ng, G, D).sum(2)                                              # each group's total
+    carry = F.pad(totals[:, :-1].cumsum(1), (0, 0, 1, 0))                              # Σ of the earlier groups' totals
+    return (within + carry[:, :, None]).view(B, Ng * G, D)[:, :N]
+
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-034
 def causal_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) queries (b, h, n, d)
                             k:torch.Tensor, # feature-mapped (non-negative) keys (b, h, n, d)
                             v:torch.Tensor, # values (b, h, n, e)
@@ -155,27 +169,28 @@ def causal_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) quer
                             chunk_size:int=64, # chunk length c; any n works (the last chunk is padded)
                             eps:float=1e-6, # denominator guard: divide by max(φq·z, eps)
                            ) -> torch.Tensor:
-    "Exact causal linear attention, chunked: O(n·(c·d + d·e)) time, O(n) memory, any n; (b, h, n, e). Legend: b batch, h heads, n positions, N chunks, c chunk length, d features, e value width."
+    "Exact causal linear attention, chunked: O(n·(c·d + d·e)) time, O(n) memory, any n; (b, h, n, e). Legend: b batch, h heads, B = b·h, n positions, N chunks, c chunk length, d features, e value width."
     sizes = _check_qkv(q, k, v, same_len=True)
     check_int(chunk_size, 'chunk_size'); check_float(eps, 'eps')
     b, h, n, d, e = sizes['b'], sizes['h'], sizes['n'], sizes['d'], sizes['e']
-    c = min(chunk_size, n)
+    B, c = b * h, min(chunk_size, n)
+    N = -(-n // c)
     dtype, cdt = q.dtype, _compute_dtype(q, k, v)
     with _no_autocast(q.device):
         q, k, v = q.to(cdt), k.to(cdt), v.to(cdt)
-        v1 = F.pad(v, (0, 1), value=1.)                                                   # [v | 1]
-        q, k, v1 = (pad_to_multiple(t, c)[0] for t in (q, k, v1))                         # zero rows: inert
-        N = q.shape[2] // c
-        q, k, v1 = (t.reshape(b * h * N, c, t.shape[-1]) for t in (q, k, v1))             # (bhN, c, ·)
-        kt = k.transpose(-1, -2)
-        states = torch.bmm(kt, v1).view(b * h, N, d, e + 1)                                # C_t = φK_tᵀ [V_t|1]
-        prefix = F.pad(states[:, :-1].cumsum(1), (0, 0, 0, 0, 1, 0))                       # S̄_t = Σ_{t'<t} C_t' (exclusive)
-        a = torch.bmm(q, kt).tril_()                                                       # A_t ⊙ M, intra-chunk j ≤ i
-        o = torch.baddbmm(torch.bmm(q, prefix.view(b * h * N, d, e + 1)), a, v1)           # φQ_t S̄_t + (A_t⊙M)[V_t|1]
+        v1 = torch.cat((v, v.new_ones(b, h, n, 1)), -1)                                   # [v | 1]
+        if N * c > n: q, k, v1 = (F.pad(t, (0, 0, 0, N * c - n)) for t in (q, k, v1))    # zero rows: inert
+        q, k, v1 = q.reshape(B * N, c, d), k.reshape(B * N, c, d), v1.reshape(B * N, c, e + 1)
+        kt = k.transpose(1, 2)
+        states = torch.bmm(kt, v1).view(B, N, d * (e + 1))                                 # C_t = φK_tᵀ [V_t|1]
+        prefix = _exclusive_prefix(states).reshape(B * N, d, e + 1)                        # S̄_t = Σ_{t'<t} C_t'
+        o = torch.bmm(q, prefix)                                                            # inter-chunk: φQ_t S̄_t
+        a = torch.bmm(q, kt).tril_()                                                        # A_t ⊙ M: φq_i·φk_j, j ≤ i in chunk
+        o = o.baddbmm_(a, v1)                                                               # + intra-chunk (A_t⊙M)[V_t|1]
         out = _split_num_den(o, eps).view(b, h, N * c, e)[:, :, :n]                        # num / max(den, eps), crop
     return out.to(dtype)
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-035
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-037
 class LinearAttentionState(NamedTuple):
     "Recurrent state of causal linear attention: `kv` = S = Σ φk vᵀ (b, h, d, e) and `k_sum` = z = Σ φk (b, h, d), float32."
     kv: torch.Tensor
@@ -222,7 +237,7 @@ def causal_linear_attention_recurrent(q:torch.Tensor, # feature-mapped queries (
         outs.append(o)
     return torch.stack(outs, 2)
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-038
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-040
 class LinearSelfAttention(nn.Module):
     "Multi-head linear attention over `x` (or over `context`), causal or not, with a recurrent `step` for decoding."
     def __init__(self, dim:int, # input and output width
@@ -296,7 +311,7 @@ class LinearSelfAttention(nn.Module):
         out, state = causal_linear_attention_step(self.phi(q), self.phi(k), v, state, eps=self.eps)
         return self.to_out(self.dropout(rearrange(out, 'b h e -> b (h e)'))), state
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-041
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-043
 class ImageLinearAttention(nn.Module):
     "Efficient attention (Shen et al.) over the pixels of an image (b, chan, H, W)."
     def __init__(self, chan:int, # input channels
@@ -337,3 +352,95 @@ class ImageLinearAttention(nn.Module):
             k, v = torch.cat((k, ck), 2), torch.cat((v, cv), 2)
         out = efficient_attention(q * self.key_dim ** -0.25, k * self.key_dim ** -0.25, v, norm_queries=self.norm_queries)
         return self.to_out(rearrange(out, 'b h (H W) e -> b (h e) H W', H=H))
+
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-060
+def _sdpa_causal(q, k, v): return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+CAUSAL_FORMS = {'quadratic': causal_linear_attention_quadratic, 'cumsum': causal_linear_attention_cumsum,
+                'chunked': causal_linear_attention, 'chunked_plain': _causal_chunked_plain,
+                'recurrent': causal_linear_attention_recurrent, 'sdpa': _sdpa_causal}
+
+@contextlib.contextmanager
+def _num_threads(threads):
+    old = torch.get_num_threads()
+    if threads: torch.set_num_threads(threads)
+    try: yield
+    finally: torch.set_num_threads(old)
+
+def _times(fn, warmup=1, repeats=3):
+    "Median and minimum wall time of `fn()` over `repeats` runs."
+    for _ in range(warmup): fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), min(ts)
+
+def matmul_gflops(size:int=2048, threads:int|None=2, repeats:int=5) -> float:
+    "Measured float32 matmul rate (GFLOP/s) of a size×size product on CPU: the ceiling for the forms here."
+    a = torch.randn(size, size)
+    with _num_threads(threads): t = median_time(torch.matmul, a, a, repeats=repeats)
+    return 2 * size ** 3 / t / 1e9
+
+def causal_linear_flops(n:int, b:int=1, h:int=8, d:int=64, e:int=64, chunk_size:int=64) -> int:
+    "Flops of the chunked forward (a multiply-add counts 2): chunk states, inter-chunk and masked intra-chunk products."
+    c = min(chunk_size, n); m = -(-n // c) * c
+    return b * h * (2 * 2 * m * d * (e + 1) + 2 * m * c * d + 2 * m * c * (e + 1))
+
+_BENCH_SETUP = """
+import torch
+from efficient_attention_nb.linear_attention import CAUSAL_FORMS, elu_feature_map
+g = torch.Generator().manual_seed(0)
+q, k = (elu_feature_map(torch.randn({b}, {h}, {n}, {d}, generator=g)).requires_grad_({grad}) for _ in range(2))
+v = torch.randn({b}, {h}, {n}, {e}, generator=g).requires_grad_({grad})
+f = CAUSAL_FORMS[{form!r}]
+"""
+
+def benchmark_causal(ns:Sequence[int], # sequence lengths
+                     forms:Sequence[str]=('chunked', 'chunked_plain', 'sdpa'), # keys of CAUSAL_FORMS
+                     b:int=1, h:int=8, d:int=64, e:int=64, # batch, heads, feature and value width
+                     backward:bool=False, # time forward + backward instead of forward
+                     repeats:int=3, # timed runs per point (after one warm-up); the median is reported
+                     memory:bool=False, # also measure extra peak memory (MiB) in a fresh process
+                     threads:int|None=2, # torch threads (None: leave as is)
+                     max_n:dict|None=None, # skip a form above this n, e.g. {'quadratic': 4096}
+                    ) -> list:
+    "Time (and peak memory) of causal forms against n; rows of dicts: form, n, backward, time_s, time_min_s, [gflops], [peak_mb]."
+    for f in forms: check_choice(f, 'forms', tuple(CAUSAL_FORMS))
+    max_n, rows = default(max_n, {}), []
+    for n in ns:
+        gen = torch.Generator().manual_seed(0)
+        q, k = (elu_feature_map(torch.randn(b, h, n, d, generator=gen)).requires_grad_(backward) for _ in range(2))
+        v = torch.randn(b, h, n, e, generator=gen).requires_grad_(backward)
+        for form in forms:
+            if n > max_n.get(form, float('inf')): continue
+            fn = CAUSAL_FORMS[form]
+            run = (lambda: fn(q, k, v).sum().backward()) if backward else (lambda: fn(q, k, v))
+            with _num_threads(threads), torch.set_grad_enabled(backward): med, mn = _times(run, repeats=repeats)
+            row = dict(form=form, n=n, backward=backward, time_s=med, time_min_s=mn)
+            if form in ('chunked', 'chunked_plain') and not backward:
+                row['gflops'] = causal_linear_flops(n, b, h, d, e) / med / 1e9
+            if memory:
+                stmt = 'f(q, k, v).sum().backward()' if backward else 'with torch.no_grad(): f(q, k, v)'
+                row['peak_mb'] = peak_memory_mb(_BENCH_SETUP.format(b=b, h=h, n=n, d=d, e=e, grad=backward, form=form),
+                                                stmt, threads=default(threads, torch.get_num_threads()))
+            rows.append(row)
+    return rows
+
+def benchmark_decode(contexts:Sequence[int], # context lengths already decoded
+                     b:int=1, h:int=8, d:int=64, e:int=64, # batch, heads, feature and value width
+                     repeats:int=50, # timed steps per point; the median is reported
+                     threads:int|None=2, # torch threads
+                    ) -> list:
+    "Per-token decode time: one `causal_linear_attention_step` vs one softmax step over a (b, h, context, d) KV cache."
+    rows = []
+    for m in contexts:
+        gen = torch.Generator().manual_seed(0)
+        kc = elu_feature_map(torch.randn(b, h, m, d, generator=gen)); vc = torch.randn(b, h, m, e, generator=gen)
+        state = LinearAttentionState(kc.transpose(-1, -2) @ vc, kc.sum(2))                 # the state after m tokens
+        q, k = (elu_feature_map(torch.randn(b, h, d, generator=gen)) for _ in range(2))
+        v = torch.randn(b, h, e, generator=gen)
+        with _num_threads(threads), torch.no_grad():
+            t_lin, _ = _times(lambda: causal_linear_attention_step(q, k, v, state), warmup=3, repeats=repeats)
+            t_soft, _ = _times(lambda: F.scaled_dot_product_attention(q[:, :, None], kc, vc), warmup=3, repeats=repeats)
+        rows.append(dict(context=m, linear_step_s=t_lin, softmax_step_s=t_soft))
+    return rows
