@@ -141,7 +141,8 @@ def _replay(fn, x, state, kwargs):
 class _ReversibleFunction(torch.autograd.Function):
     "y1 = x1 + F(x2), y2 = x2 + G(y1) through all blocks; backward recomputes the inputs from the outputs."
     @staticmethod
-    def forward(ctx, x, blocks, kwargs, *params):
+    def forward(ctx, x, blocks, kwargs, n_params, *tensors):
+        # tensors = the parameters, then the kwargs tensors that need a gradient (listed so autograd links them)
         x1, x2 = x.chunk(2, dim=-1)
         states = []
         with torch.no_grad():
@@ -150,7 +151,7 @@ class _ReversibleFunction(torch.autograd.Function):
                 sg = _rng_state(y1); y2 = x2 + g(y1, **kwargs)                          # y2 = x2 + G(y1)
                 states.append((sf, sg)); x1, x2 = y1, y2
         y = torch.cat([x1, x2], dim=-1)
-        ctx.blocks, ctx.kwargs, ctx.states, ctx.params = blocks, kwargs, states, params
+        ctx.blocks, ctx.kwargs, ctx.states, ctx.params = blocks, kwargs, states, tensors[:n_params]
         ctx.save_for_backward(y)
         return y
 
@@ -159,17 +160,22 @@ class _ReversibleFunction(torch.autograd.Function):
         (y,) = ctx.saved_tensors
         index = {id(p): i for i, p in enumerate(ctx.params)}
         pgrads = [None] * len(ctx.params)
+        leaves = {k: v.detach().requires_grad_() for k, v in ctx.kwargs.items() if isinstance(v, torch.Tensor) and v.requires_grad}
+        kwargs = {**ctx.kwargs, **leaves}                                              # e.g. a context that needs a gradient
+        kgrads = dict.fromkeys(leaves)
         def step(fn, inp, state, grad_out):
-            "Recompute fn(inp) with autograd; return (fn(inp), grad wrt inp), accumulating parameter grads."
+            "Recompute fn(inp) with autograd; return (fn(inp), grad wrt inp), accumulating parameter and kwargs grads."
             ps = [p for p in fn.parameters() if id(p) in index]
             with torch.enable_grad():
                 inp = inp.detach().requires_grad_()
-                out = _replay(fn, inp, state, ctx.kwargs)
-                grads = torch.autograd.grad(out, [inp] + ps, grad_out, allow_unused=True)
-            for p, gp in zip(ps, grads[1:]):
+                out = _replay(fn, inp, state, kwargs)
+                grads = torch.autograd.grad(out, [inp] + ps + list(leaves.values()), grad_out, allow_unused=True)
+            for p, gp in zip(ps, grads[1:1 + len(ps)]):
                 if gp is None: continue
                 i = index[id(p)]
                 pgrads[i] = gp if pgrads[i] is None else pgrads[i] + gp
+            for k, gk in zip(leaves, grads[1 + len(ps):]):
+                if gk is not None: kgrads[k] = gk if kgrads[k] is None else kgrads[k] + gk
             return out.detach(), (grads[0] if grads[0] is not None else torch.zeros_like(inp))
         y1, y2 = y.chunk(2, dim=-1)
         dy1, dy2 = dy.chunk(2, dim=-1)
@@ -181,7 +187,7 @@ class _ReversibleFunction(torch.autograd.Function):
             x1 = y1 - fx2                                                               # x1 = y1 - F(x2)
             dy2 = dy2 + df                                                              # x̄2 = ȳ2 + (∂F/∂x2)ᵀ ȳ1
             y1, y2 = x1, x2                                                             # x̄1 = ȳ1
-        return (torch.cat([dy1, dy2], dim=-1), None, None, *pgrads)
+        return (torch.cat([dy1, dy2], dim=-1), None, None, None, *pgrads, *kgrads.values())
 
 class ReversibleSequence(nn.Module):
     "RevNet coupling `y1 = x1 + F(x2)`, `y2 = x2 + G(y1)` over `(F, G)` pairs, with activations recomputed in backward."
@@ -197,14 +203,15 @@ class ReversibleSequence(nn.Module):
         self.reversible = reversible
 
     def forward(self, x:torch.Tensor, # (b, n, dim)
-                **kwargs, # passed to every F and G (e.g. mask)
+                **kwargs, # passed to every F and G (e.g. mask, context); tensors among them get their gradients
                ) -> torch.Tensor: # (b, n, dim): (y1 + y2) / 2
         "Run the coupled blocks on `x1 = x2 = x` and return the mean of the two output halves."
         check_tensor(x, 'x')
         xx = torch.cat([x, x], dim=-1)
         if self.reversible and torch.is_grad_enabled():
             params = [p for p in self.blocks.parameters() if p.requires_grad]
-            xx = _ReversibleFunction.apply(xx, [tuple(b) for b in self.blocks], kwargs, *params)
+            kw_tensors = [v for v in kwargs.values() if isinstance(v, torch.Tensor) and v.requires_grad]   # same order as in backward
+            xx = _ReversibleFunction.apply(xx, [tuple(b) for b in self.blocks], kwargs, len(params), *params, *kw_tensors)
         else:
             x1, x2 = xx.chunk(2, dim=-1)
             for f, g in self.blocks:
@@ -284,7 +291,7 @@ class LinformerLM(nn.Module):
         h = self.token_emb(x) + self.pos_emb(torch.arange(n, device=x.device))
         return self.to_logits(self.linformer(h, mask=mask))
 
-# %% ../nbs/02_linformer.ipynb #02linformer-040
+# %% ../nbs/02_linformer.ipynb #02linformer-039
 _PARAM_SHARING = ('none', 'headwise', 'kv', 'layerwise')
 _NO_TOKEN_MASK = ('a projection along the sequence mixes every key position into each of the proj_k projected '
                   'positions, so a per-query mask (causal or otherwise) cannot be applied after it. Use key_padding_mask '
