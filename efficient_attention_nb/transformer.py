@@ -375,7 +375,7 @@ class LinearAttentionTransformer(nn.Module):
         "The (F, G) sublayer pairs, in order."
         return self.net.blocks if self.reversible else self.layers
 
-    def _check_context(self, b, context, context_mask, dtype_like):
+    def _check_context(self, b, context, context_mask):
         if not self.receives_context:
             if context is not None or context_mask is not None:
                 raise ValueError('context was given but this model was built with receives_context=False')
@@ -398,7 +398,7 @@ class LinearAttentionTransformer(nn.Module):
         b, n = sizes['b'], sizes['n']
         if n > self.max_seq_len: raise ValueError(f'x has {n} tokens but max_seq_len={self.max_seq_len}')
         mask = as_mask(input_mask, 'input_mask', (b, n), device=x.device)
-        context_mask = self._check_context(b, context, context_mask, x)
+        context_mask = self._check_context(b, context, context_mask)
         kw = dict(mask=mask, context=context, context_mask=context_mask)
         if self.reversible:
             if context is not None and context.requires_grad and torch.is_grad_enabled():
@@ -425,7 +425,7 @@ class LinearAttentionTransformer(nn.Module):
         if not self.causal: raise ValueError('step() decodes one token at a time and needs causal=True')
         sizes = {}
         check_tensor(x, 'x', ('b', self.dim), sizes)
-        context_mask = self._check_context(sizes['b'], context, context_mask, x)
+        context_mask = self._check_context(sizes['b'], context, context_mask)
         cache = cache or {'t': 0, 'blocks': [(None, None)] * len(self.blocks)}
         t = cache['t']
         if t >= self.max_seq_len: raise ValueError(f'cannot decode position {t}: max_seq_len={self.max_seq_len}')
@@ -444,12 +444,12 @@ class LinearAttentionTransformer(nn.Module):
         return out, {'t': t + 1, 'blocks': new}
 
 # %% ../nbs/04_transformer.ipynb #04transforme-036
-def _check_tokens(x, name:str, num_tokens:int):
-    "Token ids: an integer (b, n) tensor with values in [0, num_tokens)."
+def _check_tokens(x, name:str, num_tokens:int, shape=('b', 'n')):
+    "Token ids: an integer tensor of `shape` with values in [0, num_tokens)."
     if not isinstance(x, torch.Tensor): raise TypeError(f'{name} must be a torch.Tensor of token ids, got {type(x).__name__}')
     if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
         raise TypeError(f'{name} must hold integer token ids, got dtype {x.dtype}')
-    check_tensor(x, name, ('b', 'n'), floating=False)
+    check_tensor(x, name, shape, floating=False)
     if x.device.type != 'meta' and (x.min() < 0 or x.max() >= num_tokens):
         raise ValueError(f'{name} holds token ids in [{int(x.min())}, {int(x.max())}] but num_tokens={num_tokens} (ids must be in [0, {num_tokens - 1}])')
     return x
@@ -523,8 +523,8 @@ class LinearAttentionTransformerLM(nn.Module):
              context_mask:torch.Tensor|None=None, # its padding mask (b, m)
             ) -> tuple[torch.Tensor, dict]:
         "Feed one token per sequence (causal models): logits (b, num_tokens) for the next one, and the new cache."
-        _check_tokens(tokens[:, None] if isinstance(tokens, torch.Tensor) and tokens.ndim == 1 else tokens, 'tokens', self.num_tokens)
-        if tokens.ndim != 1: raise ValueError(f'tokens must have shape (b,), got {tuple(tokens.shape)}')
+        if isinstance(tokens, torch.Tensor) and tokens.ndim != 1: raise ValueError(f'tokens must have shape (b,), got {tuple(tokens.shape)}')
+        _check_tokens(tokens, 'tokens', self.num_tokens, shape=('b',))
         t = 0 if cache is None else cache['t']
         if t >= self.max_seq_len: raise ValueError(f'cannot decode position {t}: max_seq_len={self.max_seq_len}')
         h = self.token_emb(tokens) + self.pos_emb.weight[t]

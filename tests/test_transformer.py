@@ -1,0 +1,121 @@
+"""Property tests of the linear attention transformer on random configurations (the chapter's cells test fixed ones).
+
+Token-level causality, padding inertness, decoding = teacher forcing, state_dict round trip, and hypothesis-drawn
+option combinations. Small sizes, one thread: seconds on a busy 2-core machine.
+"""
+import io
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+from efficient_attention_nb import LinearAttentionTransformerLM, LinearAttentionTransformer, LinformerSettings
+
+torch.set_num_threads(1)
+
+OPTIONS = {
+    'global': {},
+    'local': dict(n_local_attn_heads=2),
+    'local per layer': dict(n_local_attn_heads=(4, 0)),
+    'blindspot': dict(n_local_attn_heads=(1, 3), blindspot_size=5),
+    'shift_tokens': dict(shift_tokens=True),
+    'axial': dict(attend_axially=True, n_local_attn_heads=1),
+    'reversible': dict(reversible=True, n_local_attn_heads=2),
+    'ff': dict(ff_chunks=4, ff_glu=True, emb_dim=8, dim_head=6),
+}
+
+
+def _lm(causal=True, **opts):
+    torch.manual_seed(0)
+    return LinearAttentionTransformerLM(num_tokens=23, dim=32, heads=4, depth=2, max_seq_len=40, causal=causal,
+                                        local_attn_window_size=4, **opts).eval()
+
+
+@pytest.mark.parametrize('name', list(OPTIONS))
+def test_lm_later_tokens_do_not_change_earlier_logits(name):
+    lm, g = _lm(**OPTIONS[name]), torch.Generator().manual_seed(1)
+    tok = torch.randint(0, 23, (2, 29), generator=g)
+    with torch.no_grad():
+        ref = lm(tok)
+        for t in (0, 4, 5, 17, 27):
+            tok2 = tok.clone(); tok2[:, t + 1:] = torch.randint(0, 23, (2, 28 - t), generator=g)
+            out = lm(tok2)
+            torch.testing.assert_close(out[:, :t + 1], ref[:, :t + 1], rtol=0, atol=1e-5)
+            assert (out[:, t + 1:] - ref[:, t + 1:]).abs().max() > 0
+
+
+@pytest.mark.parametrize('name, causal', [(nm, c) for c in (False, True) for nm in OPTIONS] + [('linformer', False)])
+def test_lm_padded_tokens_are_inert(name, causal):
+    opts = dict(linformer_settings=LinformerSettings(k=8)) if name == 'linformer' else OPTIONS[name]
+    if not causal and name == 'blindspot': opts = dict(n_local_attn_heads=2)
+    lm, g = _lm(causal=causal, **opts), torch.Generator().manual_seed(2)
+    mask = torch.tensor([[True] * 21, [False] * 3 + [True] * 12 + [False] * 6])
+    tok = torch.randint(0, 23, (2, 21), generator=g)
+    tok2 = torch.where(mask, tok, torch.randint(0, 23, (2, 21), generator=g))
+    with torch.no_grad():
+        torch.testing.assert_close(lm(tok2, input_mask=mask)[mask], lm(tok, input_mask=mask)[mask], rtol=0, atol=1e-4)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 23), heads_local=st.integers(0, 4), window=st.integers(1, 6), blind=st.integers(1, 4),
+       shift=st.booleans(), axial=st.booleans(), rev=st.booleans(), chunks=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_decoding_equals_teacher_forcing(n, heads_local, window, blind, shift, axial, rev, chunks, seed):
+    if blind > 1 and (heads_local == 0 or window < blind - 1): blind = 1
+    torch.manual_seed(seed)
+    lm = LinearAttentionTransformerLM(num_tokens=11, dim=16, heads=4, depth=2, max_seq_len=24, causal=True,
+                                      n_local_attn_heads=heads_local, local_attn_window_size=window, blindspot_size=blind,
+                                      shift_tokens=shift, attend_axially=axial, reversible=rev, ff_chunks=chunks).eval()
+    tok = torch.randint(0, 11, (2, n), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        parallel = lm(tok)
+        cache, steps = None, []
+        for t in range(n):
+            lg, cache = lm.step(tok[:, t], cache); steps.append(lg)
+    torch.testing.assert_close(torch.stack(steps, 1), parallel, rtol=1e-4, atol=1e-4)
+
+
+def test_state_dict_round_trip_and_training_step():
+    cfg = dict(n_local_attn_heads=(2, 1), blindspot_size=3, reversible=True, shift_tokens=True, attend_axially=True)
+    a = _lm(**cfg)
+    torch.manual_seed(5)
+    b = LinearAttentionTransformerLM(num_tokens=23, dim=32, heads=4, depth=2, max_seq_len=40, causal=True,
+                                     local_attn_window_size=4, **cfg).eval()
+    buf = io.BytesIO(); torch.save(a.state_dict(), buf); buf.seek(0)
+    b.load_state_dict(torch.load(buf))
+    tok = torch.randint(0, 23, (2, 13))
+    with torch.no_grad(): torch.testing.assert_close(b(tok), a(tok), rtol=0, atol=0)
+    # reversible backward gives the same gradients as ordinary autograd through the same coupling
+    a.train()
+    x = torch.randn(2, 13, 32, requires_grad=True)
+    tr = a.transformer
+    g1 = torch.autograd.grad(tr(x).square().sum(), [x, *tr.parameters()])
+    g2 = torch.autograd.grad(tr._couple(x, dict(mask=None, context=None, context_mask=None)).square().sum(), [x, *tr.parameters()])
+    for u, v in zip(g1, g2): torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('kwargs, err, msg', [
+    (dict(causal=True, linformer_settings=LinformerSettings(8)), ValueError, 'linformer_settings needs causal=False'),
+    (dict(n_local_attn_heads=5), ValueError, 'n_local_attn_heads must be <= 4, got 5'),
+    (dict(n_local_attn_heads=-1), ValueError, 'n_local_attn_heads must be >= 0'),
+    (dict(causal=True, n_local_attn_heads=2, local_attn_window_size=4, blindspot_size=9), ValueError, 'local_attn_window_size >= 8'),
+    (dict(depth=0), ValueError, 'depth must be >= 1, got 0'),
+    (dict(heads=3), ValueError, 'dim (32) must be divisible by heads (3)'),
+    (dict(ff_dropout=1.0), ValueError, 'ff_dropout must be < 1.0'),
+    (dict(local_attn_window_size=0), ValueError, 'local_attn_window_size must be >= 1'),
+])
+def test_bad_construction(kwargs, err, msg):
+    cfg = dict(num_tokens=23, dim=32, heads=4, depth=2, max_seq_len=40) | kwargs
+    with pytest.raises(err, match=msg.replace('(', r'\(').replace(')', r'\)').replace('.', r'\.')):
+        LinearAttentionTransformerLM(**cfg)
+
+
+def test_bad_calls():
+    lm = _lm(n_local_attn_heads=2)
+    with pytest.raises(ValueError, match='x has 41 tokens but max_seq_len=40'): lm(torch.zeros(1, 41, dtype=torch.long))
+    with pytest.raises(ValueError, match=r'num_tokens=23'): lm(torch.tensor([[0, 23]]))
+    with pytest.raises(TypeError, match='integer token ids'): lm(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match='x must have shape'): lm(torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match='input_mask must have shape'): lm(torch.zeros(2, 5, dtype=torch.long), input_mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match='tokens must have shape'): lm.step(torch.zeros(2, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match='step\\(\\) decodes one token at a time and needs causal=True'):
+        LinearAttentionTransformer(32, 1, 16).step(torch.zeros(1, 32))
