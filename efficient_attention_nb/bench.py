@@ -19,8 +19,7 @@ from .core import (check_int, check_float, check_choice, check_divisible, sdpa_a
 # %% auto #0
 __all__ = ['BENCH_CASES', 'QUICK_N', 'BIG_N', 'BenchConfig', 'BenchCase', 'register_case', 'select_cases', 'case_runner',
            'case_peak_memory_mb', 'measure_case', 'add_ratios', 'run_benchmarks', 'crossover', 'crossovers',
-           'matmul_gflops', 'bench_summary', 'bench_markdown', 'plot_benchmarks', 'plot_gflops', 'write_bench_results',
-           'bench_cli']
+           'bench_summary', 'bench_markdown', 'plot_benchmarks', 'plot_gflops', 'write_bench_results', 'bench_cli']
 
 # %% ../nbs/06_benchmarks.ipynb #06benchmarks-007
 _DTYPES = ('float32', 'float64', 'bfloat16', 'float16')
@@ -104,10 +103,11 @@ def _efficient(n, cfg):
     return (lambda: la.efficient_attention(q, k, v)), [q, k, v]                          # softmax_d(Q) (softmax_n(K)ᵀ V)
 
 def _causal_form(form:str):
+    "A case of one of the linear attention chapter's `CAUSAL_FORMS`."
     def build(n, cfg):
         la = _la(); q, k, v = _qkv(n, cfg); phi = la.elu_feature_map
-        f = {'quadratic': la.causal_linear_attention_quadratic, 'cumsum': la.causal_linear_attention_cumsum,
-             'chunked': partial(la.causal_linear_attention, chunk_size=cfg.chunk_size)}[form]
+        f = la.CAUSAL_FORMS[form]
+        if form.startswith('chunked'): f = partial(f, chunk_size=cfg.chunk_size)
         return (lambda: f(phi(q), phi(k), v)), [q, k, v]
     return build
 
@@ -162,10 +162,8 @@ def _flops_linear(n, cfg): d = cfg.dim_head; return 4 * _bh(cfg) * n * d * (d + 
 def _flops_quadratic(n, cfg): d = cfg.dim_head; return _bh(cfg) * (2 * n * n * d + 2 * n * n * (d + 1))
 def _flops_cumsum(n, cfg): d = cfg.dim_head; return 4 * _bh(cfg) * n * d * (d + 1)
 def _flops_chunked(n, cfg):
-    "FLOPs of `causal_linear_attention` as executed (padded to whole chunks)."
-    d, c = cfg.dim_head, min(cfg.chunk_size, n)
-    nc = c * math.ceil(n / c)
-    return 2 * _bh(cfg) * nc * (2 * d * (d + 1) + c * (2 * d + 1))
+    "FLOPs of the chunked form as executed: the linear attention chapter's `causal_linear_flops`."
+    return _la().causal_linear_flops(n, cfg.batch, cfg.heads, cfg.dim_head, cfg.dim_head, cfg.chunk_size)
 
 # %% ../nbs/06_benchmarks.ipynb #06benchmarks-022
 def _bytes(cfg): return torch.finfo(cfg.torch_dtype).bits // 8
@@ -208,6 +206,8 @@ for _c in [
               requires=_LA, flops=_flops_cumsum, mem_bytes=_mem_cumsum),
     BenchCase('causal_chunked', 'causal linear, chunked', _causal_form('chunked'), baseline='sdpa_causal',
               requires=_LA, flops=_flops_chunked),
+    BenchCase('causal_chunked_plain', 'causal linear, chunked (plain)', _causal_form('chunked_plain'),
+              baseline='sdpa_causal', requires=_LA, flops=_flops_chunked),
     BenchCase('causal_step', 'causal linear, decode step', _causal_step, baseline='sdpa_decode', requires=_LA,
               backward=False),
     BenchCase('mha', 'nn.MultiheadAttention (SDPA)', _module_case(_mha, _mha_call), group='layer'),
@@ -423,14 +423,10 @@ def crossovers(rows:list[dict], key:str='speedup_fwd') -> dict[str, tuple[float|
     return out
 
 # %% ../nbs/06_benchmarks.ipynb #06benchmarks-047
-def matmul_gflops(size:int=2048, # side of the square matrices
-                  cfg:BenchConfig|None=None, # device and dtype
-                  repeats:int=5, # timed runs (median kept)
-                 ) -> float:
-    "Achieved GFLOP/s of a `size`×`size` matrix product on cfg.device in cfg.dtype: the machine's reference rate."
-    cfg = cfg or BenchConfig()
-    check_int(size, 'size'); check_int(repeats, 'repeats')
-    a, b = _rand(cfg, size, size, grad=False), _rand(cfg, size, size, grad=False, offset=1)
+def _matmul_rate(cfg:BenchConfig, size:int=2048, repeats:int=5) -> float:
+    "The machine's float32 matmul GFLOP/s on cfg.device: `linear_attention.matmul_gflops` on CPU."
+    if torch.device(cfg.device).type == 'cpu': return _la().matmul_gflops(size, threads=None, repeats=repeats)
+    a, b = (torch.randn(size, size, device=cfg.device) for _ in range(2))
     return 2 * size ** 3 / median_time(torch.mm, a, b, warmup=1, repeats=repeats) / 1e9
 
 # %% ../nbs/06_benchmarks.ipynb #06benchmarks-050
@@ -446,13 +442,22 @@ def bench_summary(rows:list[dict], matmul_rate:float|None=None) -> list[str]:
         for name, (_, text) in crossovers(rows, key).items():
             rs = {r['n']: r for r in rows if r['mechanism'] == name}
             if all(_nan(r[key]) for r in rs.values()): continue
-            at = ', '.join(f'{rs[n][key]:.2f}× at {n}' for n in ns[-2:] if n in rs and not _nan(rs[n][key]))
-            lines.append(f'{name} vs {rs[ns[0]]["baseline"]} ({what}): {text}; {at}')
+            pick = sorted({ns[max(0, len(ns) - 3)], ns[-1]})                               # e.g. 4096 and 16384
+            at = ', '.join(f'{rs[n][key]:.2f}× at {n}' for n in pick if n in rs and not _nan(rs[n][key]))
+            lines.append(f'{name} vs {next(iter(rs.values()))["baseline"]} ({what}): {text}; {at}')
+    by = {(r['mechanism'], r['n']): r for r in rows}
+    for n in ns:                                                                          # tuned vs plain chunked form
+        a, p = by.get(('causal_chunked', n)), by.get(('causal_chunked_plain', n))
+        if a and p and not (_nan(a['fwd_ms']) or _nan(p['fwd_ms'])) and n == ns[-1]:
+            bw = p['fwdbwd_ms'] / a['fwdbwd_ms'] if not (_nan(a['fwdbwd_ms']) or _nan(p['fwdbwd_ms'])) else float('nan')
+            lines.append(f"causal_chunked vs causal_chunked_plain at n={n}: {p['fwd_ms'] / a['fwd_ms']:.2f}× forward, "
+                         f"{bw:.2f}× forward+backward")
     if matmul_rate:
         lines.append(f'float32 matmul rate of this machine: {matmul_rate:.1f} GFLOP/s')
         for r in rows:
-            if r['mechanism'] == 'causal_chunked' and not _nan(r['gflops_fwd']):
-                lines.append(f"causal_chunked forward at n={r['n']}: {r['gflops_fwd']:.1f} GFLOP/s "
+            if r['mechanism'] in ('causal_chunked', 'causal_chunked_plain') and not _nan(r['gflops_fwd']) \
+               and (r['mechanism'] == 'causal_chunked' or r['n'] == ns[-1]):
+                lines.append(f"{r['mechanism']} forward at n={r['n']}: {r['gflops_fwd']:.1f} GFLOP/s "
                              f"= {100 * r['gflops_fwd'] / matmul_rate:.0f}% of matmul")
     return lines
 
@@ -524,7 +529,7 @@ def plot_benchmarks(rows:list[dict], # the table
     if title: fig.suptitle(title)
     return fig
 
-def plot_gflops(rows:list[dict], matmul_rate:float, mechanisms:Sequence[str]=('causal_chunked', 'causal_cumsum', 'linear', 'sdpa_causal', 'sdpa')):
+def plot_gflops(rows:list[dict], matmul_rate:float, mechanisms:Sequence[str]=('causal_chunked', 'causal_chunked_plain', 'causal_cumsum', 'linear', 'sdpa_causal', 'sdpa')):
     "Achieved forward GFLOP/s against n for the ops with a FLOP count, next to the machine's matmul rate; a Figure."
     from matplotlib.figure import Figure
     fig = Figure(figsize=(7, 4.2), layout='constrained')
@@ -608,7 +613,7 @@ def _bench_main(a, ns, cfg) -> int:
                           repeats=a.repeats, warmup=a.warmup, threads=threads, max_gb=a.max_gb,
                           time_budget=a.time_budget,
                           progress=not a.no_progress)
-    rate = matmul_gflops(2048 if max(ns) >= 1024 else 1024, cfg)
+    rate = _matmul_rate(cfg, 2048 if max(ns) >= 1024 else 1024)
     title = (f'{cfg.device} {cfg.dtype}, {threads} threads, b={cfg.batch}, dim={cfg.dim}, heads={cfg.heads}; '
              f'median of {a.repeats}')
     paths = write_bench_results(rows, a.out, matmul_rate=rate, title=title)
