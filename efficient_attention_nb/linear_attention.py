@@ -346,6 +346,7 @@ class ImageLinearAttention(nn.Module):
         H, W = q.shape[-2:]
         q, k, v = (rearrange(t, 'b (h d) H W -> b h (H W) d', h=self.heads) for t in (q, k, v))
         if context is not None:
+            check_tensor(context, 'context')
             check_tensor(context, 'context', ('b', self.chan, *([None] * (context.ndim - 2))), sizes)
             ctx = context.reshape(context.shape[0], self.chan, 1, -1)
             ck, cv = (rearrange(f(ctx), 'b (h d) 1 m -> b h m d', h=self.heads) for f in (self.to_k, self.to_v))
