@@ -400,17 +400,14 @@ class LinearAttentionTransformer(nn.Module):
         mask = as_mask(input_mask, 'input_mask', (b, n), device=x.device)
         context_mask = self._check_context(b, context, context_mask)
         kw = dict(mask=mask, context=context, context_mask=context_mask)
-        if self.reversible:
-            if context is not None and context.requires_grad and torch.is_grad_enabled():
-                return self._couple(x, kw)      # ReversibleSequence passes no gradient to kwargs: keep the encoder's
-            return self.net(x, **kw)
+        if self.reversible: return self.net(x, **kw)                                    # y1 = x1 + F(x2), y2 = x2 + G(y1)
         for f, g_ in self.layers:
             x = x + f(x, **kw)                                                           # x <- x + F(x)
             x = x + g_(x, **kw)                                                          # x <- x + G(x)
         return x
 
     def _couple(self, x, kw):
-        "The reversible coupling with ordinary autograd: y1 = x1 + F(x2), y2 = x2 + G(y1), output (y1 + y2)/2."
+        "Reference for tests: the reversible coupling with ordinary autograd, output (y1 + y2)/2."
         x1 = x2 = x
         for f, g_ in self.net.blocks:
             x1 = x1 + f(x2, **kw); x2 = x2 + g_(x1, **kw)
