@@ -42,6 +42,7 @@ function Link(l)
   return l
 end
 function CodeBlock(b) if b.text:match('^%s*$') then return {} end end
+function Div(d) if cfg.unwrap then return d.content end end   -- README: no notebook-cell <div>s in GitHub markdown
 '''
 
 TEMPLATE = r'''<!DOCTYPE html>
@@ -202,7 +203,7 @@ def build(out=None, proc=None, readme=True, site=True):
             media = Path(cfg.readme_nb).stem + '_files'    # nbdev_readme also puts README images in <stem>_files/
             shutil.rmtree(ROOT/media, ignore_errors=True)
             _pandoc(['-f', FROM, '-t', 'gfm', '--wrap=none', '--lua-filter', str(lua), f'--extract-media={media}',
-                     str(tmp/'README.ipynb'), '-o', 'README.md'], ROOT, dict(strip='', base=site_url, pages=pmap))
+                     str(tmp/'README.ipynb'), '-o', 'README.md'], ROOT, dict(strip='', base=site_url, pages=pmap, unwrap=True))
         elif readme: print(f'note: no nbs/{cfg.readme_nb}, README.md left as it is')
     finally: shutil.rmtree(tmp, ignore_errors=True)
     dt = time.time() - t0
