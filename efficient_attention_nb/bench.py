@@ -304,11 +304,18 @@ def _short(e:BaseException) -> str:
     return f'{type(e).__name__}: {text}'
 
 def _timed(run:Callable, warmup:int, repeats:int, budget:float|None) -> tuple[float, int]:
-    "Median time of `run` and the repeats used: with a budget (s), a slow first warm-up run cuts the repeats (≥ 1)."
+    "Median time of `run` and its number of runs; with a budget (s) a slow warm-up run cuts the repeats, or alone is the measurement."
     if budget is None or warmup == 0: return median_time(run, warmup=warmup, repeats=repeats), repeats
     t_first = median_time(run, warmup=0, repeats=1)                                       # the first warm-up run, timed
-    r = repeats if t_first * repeats <= budget else max(1, int(budget // t_first))
+    if t_first > budget: return t_first, 1                                                # seconds-long: warm-up effects are noise
+    r = min(repeats, int(budget // t_first))
     return median_time(run, warmup=warmup - 1, repeats=r), r
+
+def _row(case:BenchCase, n:int, status:str='ok') -> dict:
+    "An empty row of the table for `case` at length `n`."
+    row = dict.fromkeys(_FIELDS, float('nan'))
+    row.update(mechanism=case.name, label=case.label, group=case.group, baseline=case.baseline or '', n=n, status=status)
+    return row
 
 def measure_case(case:BenchCase, # the case
                  n:int, # sequence length
@@ -322,8 +329,7 @@ def measure_case(case:BenchCase, # the case
                  time_budget:float|None=None, # seconds per timing; a slower case gets fewer repeats (at least 1)
                 ) -> dict:
     "Time (ms) and peak memory (MiB) of one case at one length: one row of the benchmark table."
-    row = dict.fromkeys(_FIELDS, float('nan'))
-    row.update(mechanism=case.name, label=case.label, group=case.group, baseline=case.baseline or '', n=n, status='ok')
+    row = _row(case, n)
     if memory == 'auto': memory = 'fwdbwd' if backward else 'fwd'
     modes = ['fwd'] + (['fwdbwd'] if backward and case.backward else [])
     mem_modes = {'fwd': ['fwd'], 'fwdbwd': ['fwdbwd'], 'both': ['fwd', 'fwdbwd'], None: []}[memory]
@@ -372,6 +378,8 @@ def run_benchmarks(mechanisms:Sequence[str]|None=None, # case names (default: ev
                    threads:int|None=None, # torch threads for the run (default: leave as is)
                    max_gb:float|None=8., # skip cases whose estimated working set is larger
                    time_budget:float|None=None, # seconds per timing; slower cases get fewer repeats (at least 1)
+                   memory_ns:Sequence[int]|None=None, # lengths at which to read peak memory (default: all of ns)
+                   time_limit:float|None=None, # seconds for the whole run; what is left is recorded as skipped
                    progress:bool=True, # tqdm progress bar
                    log:Callable|None=print, # one-line notices (missing modules, peers)
                   ) -> list[dict]:
@@ -384,6 +392,9 @@ def run_benchmarks(mechanisms:Sequence[str]|None=None, # case names (default: ev
     if threads is not None: check_int(threads, 'threads')
     if max_gb is not None: check_float(max_gb, 'max_gb')
     if time_budget is not None: check_float(time_budget, 'time_budget')
+    if time_limit is not None: check_float(time_limit, 'time_limit')
+    memory_ns = set(ns) if memory_ns is None else {check_int(n, 'memory_ns') for n in memory_ns}
+    t_start = time.perf_counter()
     cases = select_cases(mechanisms, log=log)
     from tqdm.auto import tqdm
     old_threads = torch.get_num_threads()
@@ -394,7 +405,12 @@ def run_benchmarks(mechanisms:Sequence[str]|None=None, # case names (default: ev
             for n in ns:
                 for case in cases:
                     bar.set_postfix_str(f'{case.name} n={n}')
-                    rows.append(measure_case(case, n, cfg, backward, memory, repeats, warmup, threads, max_gb, time_budget))
+                    if time_limit is not None and time.perf_counter() - t_start > time_limit:
+                        r = _row(case, n, f'skipped: time_limit={time_limit:g} s reached')
+                    else:
+                        r = measure_case(case, n, cfg, backward, memory if n in memory_ns else None, repeats, warmup,
+                                         threads, max_gb, time_budget)
+                    rows.append(r)
                     bar.update()
     finally: torch.set_num_threads(old_threads)
     return add_ratios(rows)
@@ -507,17 +523,19 @@ def plot_benchmarks(rows:list[dict], # the table
             st = styles.setdefault(name, dict(color='black' if base else next(colors), ls=ls, marker='s' if base else 'o'))
             kw = dict(color=st['color'], ls=st['ls'], marker=st['marker'], ms=4, label=rs[0]['label'])
             ns = [r['n'] for r in rs]
+            def pts(ys): return [n for n, y in zip(ns, ys) if not _nan(y)], [y for y in ys if not _nan(y)]
             for j, (col, key) in enumerate((('fwd_ms', 'speedup_fwd'), ('fwdbwd_ms', 'speedup_fwdbwd'))):
                 ys = [r[col] for r in rs]
                 if all(_nan(y) for y in ys): continue
-                axs[gi, j].plot(ns, ys, **kw)
+                axs[gi, j].plot(*pts(ys), **kw)
                 n_star = cross[key].get(name, (None, ''))[0]
                 y_star = _interp_loglog(ns, ys, n_star) if n_star and n_star > ns[0] else None
                 if y_star: axs[gi, j].plot([n_star], [y_star], marker='*', ms=14, color=st['color'], mec='black', ls='none')
             fb = [r['mem_fwdbwd_mb'] for r in rs]
             mem = fb if not all(_nan(m) for m in fb) else [r['mem_fwd_mb'] for r in rs]      # decoding steps: forward
             if has_mem and not all(_nan(m) for m in mem):
-                axs[gi, 2].plot(ns, [max(m, 1e-2) for m in mem], **kw)
+                xs, ms = pts(mem)
+                axs[gi, 2].plot(xs, [max(m, 1e-2) for m in ms], **kw)
         for j, what in enumerate(('forward time (ms)', 'forward+backward time (ms)', 'extra peak memory (MiB)')[:ncol]):
             ax = axs[gi, j]
             ax.set_xscale('log', base=2); ax.set_yscale('log'); ax.grid(True, which='both', alpha=.3)
@@ -587,6 +605,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument('--k', type=int, default=256, help='Linformer projected length (default 256)')
     p.add_argument('--time-budget', type=float, default=None,
                    help='seconds per timing: a case whose first run is slower gets fewer repeats, at least 1')
+    p.add_argument('--memory-n', type=int, nargs='+', default=None, metavar='N',
+                   help='read peak memory only at these lengths (default: every --n)')
+    p.add_argument('--time-limit', type=float, default=None,
+                   help='seconds for the whole run; what is left is written as skipped')
     p.add_argument('--max-gb', type=float, default=8., help='skip cases estimated to need more memory (default 8)')
     p.add_argument('--no-progress', action='store_true', help='no progress bar')
     return p
@@ -611,7 +633,7 @@ def _bench_main(a, ns, cfg) -> int:
     threads = torch.get_num_threads()
     rows = run_benchmarks(a.mechanisms, ns, cfg, backward=a.backward, memory=None if a.memory == 'none' else a.memory,
                           repeats=a.repeats, warmup=a.warmup, threads=threads, max_gb=a.max_gb,
-                          time_budget=a.time_budget,
+                          time_budget=a.time_budget, memory_ns=a.memory_n, time_limit=a.time_limit,
                           progress=not a.no_progress)
     rate = _matmul_rate(cfg, 2048 if max(ns) >= 1024 else 1024)
     title = (f'{cfg.device} {cfg.dtype}, {threads} threads, b={cfg.batch}, dim={cfg.dim}, heads={cfg.heads}; '
