@@ -251,7 +251,7 @@ def median_time(fn:Callable, *args, warmup:int=1, repeats:int=5, **kwargs) -> fl
         t0 = time.perf_counter(); fn(*args, **kwargs); _sync(); times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
-_PEAK_SCRIPT = """
+_PEAK_SCRIPT = r"""
 import gc, re, torch
 torch.set_num_threads({threads})
 def _status(key): return int(re.search(key + r':\s+(\d+)', open('/proc/self/status').read()).group(1))
@@ -272,7 +272,10 @@ def peak_memory_mb(setup:str, # code run first (imports, inputs, model); its mem
     if not os.path.exists('/proc/self/clear_refs'):
         raise RuntimeError('peak_memory_mb reads /proc/self/status and needs Linux; on GPU use torch.cuda.max_memory_allocated')
     code = _PEAK_SCRIPT.format(threads=threads, setup=textwrap.dedent(setup), stmt=textwrap.dedent(stmt))
-    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=timeout)
+    # a fixed mmap threshold stops glibc from recycling large freed blocks through its heap, which would hide peaks
+    env = {**os.environ, 'MALLOC_MMAP_THRESHOLD_': os.environ.get('MALLOC_MMAP_THRESHOLD_', '65536')}
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=timeout, env=env)
+
     if r.returncode != 0: raise RuntimeError(f'peak_memory_mb: the child process failed:\n{r.stderr[-2000:]}')
     line = [l for l in r.stdout.splitlines() if l.startswith('PEAK_KB')][-1]
     base, peak = map(int, line.split()[1:])

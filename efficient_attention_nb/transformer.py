@@ -53,6 +53,11 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
                    ) -> torch.Tensor:
     """Windowed softmax attention computed in blocks of `window_size`: O(n·w) time and memory, any n.
     Einstein notation: b batch, h heads, u blocks, w block width (= window), d/e key/value width."""
+    sizes = {}
+    check_tensor(q, 'q', ('b', 'h', 'n', 'd'), sizes); check_tensor(k, 'k', ('b', 'h', 'n', 'd'), sizes)
+    check_tensor(v, 'v', ('b', 'h', 'n', 'e'), sizes)
+    check_int(window_size, 'window_size')
+    mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=q.device)
     b, h, n, d = q.shape
     w = window_size
     back, fwd = (1, 0) if causal else (1, 1)
