@@ -1,0 +1,73 @@
+"""DistributedDataParallel: `efficient-attention train` under `torchrun --nproc_per_node 2` (gloo on CPU) ends with the
+same parameters on both ranks, and follows the single-process run with the same global batch.
+
+The launch is the documented one (`python -m torch.distributed.run` is `torchrun`), with no code change between the
+two runs: the script finds RANK / WORLD_SIZE in its environment and joins the process group itself.
+"""
+import json, os, subprocess, sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from efficient_attention_nb.train import train, load_run
+
+ROOT = Path(__file__).resolve().parents[1]
+# a few steps of a small model: enough for Adam to move every parameter several times
+ARGS = dict(steps=4, batch_size=8, dim=32, depth=2, heads=4, seed=3, sample_len=16)
+
+
+def _cli_args(attn, task, out):
+    a = ['train', '--attn', attn, '--task', task, '--steps', str(ARGS['steps']), '--batch-size', str(ARGS['batch_size']),
+         '--dim', str(ARGS['dim']), '--depth', str(ARGS['depth']), '--heads', str(ARGS['heads']), '--seed', str(ARGS['seed']),
+         '--sample-len', str(ARGS['sample_len']), '--no-progress', '--save-every-rank', '--device', 'cpu', '--out', str(out)]
+    return a + (['--seq-len', '32'] if task == 'char' else [])
+
+
+def _torchrun(args, nproc=2, timeout=600):
+    env = {k: v for k, v in os.environ.items() if k not in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')}
+    env['OMP_NUM_THREADS'] = '1'
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', str(nproc),
+           '-m', 'efficient_attention_nb.train', *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.mark.parametrize('attn,task', [('softmax', 'char'), ('linear', 'recall')])
+def test_two_processes_match_one(tmp_path, attn, task):
+    if attn == 'linear': pytest.importorskip('efficient_attention_nb.linear_attention')
+    r = _torchrun(_cli_args(attn, task, tmp_path / 'ddp'))
+    assert r.returncode == 0, f'torchrun failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}'
+    assert 'final loss' in r.stdout and 'sample:' in r.stdout, r.stdout
+    assert r.stdout.count('final loss') == 1, 'only rank 0 should print the summary'
+
+    # both ranks end with identical parameters
+    s0 = torch.load(tmp_path / 'ddp' / 'model_rank0.pt', weights_only=True)
+    s1 = torch.load(tmp_path / 'ddp' / 'model_rank1.pt', weights_only=True)
+    assert s0.keys() == s1.keys()
+    for k in s0: assert torch.equal(s0[k], s1[k]), f'{k} differs between rank 0 and rank 1'
+
+    ddp = json.loads((tmp_path / 'ddp' / 'curve.json').read_text())
+    assert ddp['world_size'] == 2 and len(ddp['curve']) == ARGS['steps']
+
+    # one process, same global batch, same seed: the same losses and (nearly) the same parameters
+    single = train(attn, task, seq_len=32 if task == 'char' else None, out=tmp_path / 'single', progress=False,
+                   device='cpu', **ARGS)
+    assert single['world_size'] == 1
+    for step, (a, b) in enumerate(zip(ddp['curve'], single['curve'])):
+        assert abs(a - b) <= 1e-4 * max(1., abs(b)), f'step {step}: loss {a} under DDP, {b} on one process'
+    assert single['curve'][-1] < single['curve'][0], 'the loss should go down within a few steps'
+    s_single = torch.load(tmp_path / 'single' / 'model.pt', weights_only=True)
+    for k in s0:
+        torch.testing.assert_close(s0[k], s_single[k], rtol=1e-3, atol=1e-4, msg=lambda m: f'{k}: {m}')
+
+    # the saved checkpoint rebuilds the model
+    model, res = load_run(tmp_path / 'ddp')
+    assert res['attn'] == attn and sum(p.numel() for p in model.parameters()) == ddp['params']
+
+
+def test_batch_must_split_evenly(tmp_path):
+    args = _cli_args('softmax', 'char', tmp_path / 'odd')
+    args[args.index('--batch-size') + 1] = '7'
+    r = _torchrun(args)
+    assert r.returncode != 0
+    assert 'batch_size (7) must be divisible by the number of processes (WORLD_SIZE) (2)' in r.stderr, r.stderr[-3000:]
