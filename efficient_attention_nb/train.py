@@ -98,7 +98,7 @@ class CharVocab:
         "The text of a sequence of ids."
         return ''.join(self.chars[int(i)] for i in ids)
 
-# %% ../nbs/07_training.ipynb #07training-015
+# %% ../nbs/07_training.ipynb #07training-016
 class RecallTask:
     "Associative recall: `P` key–value pair tokens, a separator, `Q` query keys; predict each query's value."
     def __init__(self, n_pairs:int=24, # key–value pairs per sequence
@@ -136,7 +136,7 @@ class RecallTask:
         ans = lambda t: str(int(t) - self.answer0) if int(t) >= self.answer0 else '?'
         return s + ' '.join(f'{qk}→{ans(o)}' for qk, o in zip(queries, pred[p + 1:]))
 
-# %% ../nbs/07_training.ipynb #07training-018
+# %% ../nbs/07_training.ipynb #07training-019
 class CharTask:
     "Next-character prediction on the packaged corpus (or any text): windows of `seq_len + 1` characters."
     def __init__(self, seq_len:int=128, # characters the model reads
@@ -160,7 +160,7 @@ class CharTask:
         w = self.data[idx]
         return w[:, :-1], w[:, 1:]
 
-# %% ../nbs/07_training.ipynb #07training-021
+# %% ../nbs/07_training.ipynb #07training-022
 class SoftmaxSelfAttention(nn.Module):
     "Multi-head softmax self-attention through core's `sdpa_attention`: the baseline of the comparison."
     def __init__(self, dim:int, # input and output width
@@ -181,7 +181,7 @@ class SoftmaxSelfAttention(nn.Module):
         out = sdpa_attention(q, k, v, causal=self.causal)                # softmax(QKᵀ/√d) V, per head
         return self.to_out(rearrange(out, 'b h n d -> b n (h d)'))
 
-# %% ../nbs/07_training.ipynb #07training-024
+# %% ../nbs/07_training.ipynb #07training-025
 ATTENTIONS = ('softmax', 'linear', 'linformer', 'compositional', 'transformer')
 TASKS = ('char', 'recall')
 
@@ -219,7 +219,7 @@ def _check_ids(x, num_tokens, max_seq_len):
     if x.device.type != 'meta' and x.numel() and (x.min() < 0 or x.max() >= num_tokens):
         raise ValueError(f'x must hold token ids in [0, {num_tokens}), got values in [{int(x.min())}, {int(x.max())}]')
 
-# %% ../nbs/07_training.ipynb #07training-025
+# %% ../nbs/07_training.ipynb #07training-026
 def _task_defaults(task:str):
     "(num_tokens, seq_len) of a task's default configuration."
     if task == 'char': return len(CharVocab(load_corpus())), 128
@@ -262,7 +262,7 @@ def count_parameters(model:nn.Module) -> int:
     "Number of trainable parameters."
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
-# %% ../nbs/07_training.ipynb #07training-030
+# %% ../nbs/07_training.ipynb #07training-031
 @torch.no_grad()
 def sample(model:nn.Module, # a causal LM: ids (b, n) → logits (b, n, num_tokens)
            prompt:torch.Tensor, # prompt ids (b, n0)
@@ -291,7 +291,7 @@ def sample(model:nn.Module, # a causal LM: ids (b, n) → logits (b, n, num_toke
     model.train(was_training)
     return ids
 
-# %% ../nbs/07_training.ipynb #07training-032
+# %% ../nbs/07_training.ipynb #07training-033
 def _dist_env() -> tuple[int, int, int]:
     "(rank, world_size, local_rank) from torchrun's environment; (0, 1, 0) for a plain launch."
     env = os.environ
@@ -343,7 +343,7 @@ def evaluate(model:nn.Module, task, batches:int=4, batch_size:int=64, seed:int=1
     model.train(was_training)
     return {'loss': loss_sum / count, 'accuracy': correct / count}
 
-# %% ../nbs/07_training.ipynb #07training-033
+# %% ../nbs/07_training.ipynb #07training-034
 def train(attn:str, # 'softmax', 'linear', 'linformer' (recall only), 'compositional' or 'transformer'
           task:str='char', # 'char': next character on the packaged corpus; 'recall': associative recall
           steps:int=300, # optimiser steps
@@ -445,7 +445,7 @@ def load_run(out:str|Path, map_location='cpu') -> tuple[nn.Module, dict]:
     model.load_state_dict(torch.load(out / 'model.pt', map_location=map_location, weights_only=True))
     return model, result
 
-# %% ../nbs/07_training.ipynb #07training-035
+# %% ../nbs/07_training.ipynb #07training-036
 def _train_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='efficient-attention train', description='Train a tiny LM with one attention mechanism '
                                 '(works unchanged under torchrun --nproc_per_node N).')
