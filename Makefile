@@ -1,5 +1,5 @@
 # efficient_attention_nb — the usual targets. Every target sets up .venv first if it is missing.
-#   make main     set up, run every tutorial notebook, build the docs site and the benchmark plots
+#   make main     set up, run every tutorial notebook (SLOW=1: slow cells too), quick benchmark plots, docs site
 #   make test     set up, run every test (all notebooks through nbdev's runner + package tests)
 #   make install  set up only: .venv with torch, the package (editable) and its dev extras
 #   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb)
@@ -13,7 +13,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIPQ := $(BIN)/pip install --quiet --disable-pip-version-check
 
-.PHONY: main test install docs lab export clean-nbs tutorials clean
+.PHONY: main test install docs lab export clean-nbs tutorials bench clean
 
 install: $(VENV)/.installed
 
@@ -26,21 +26,19 @@ $(VENV)/.installed: settings.ini setup.py pyproject.toml
 	@touch $@
 
 tutorials: install
-	@echo "== running every tutorial notebook (executed copies go to _executed/)"
-	@mkdir -p _executed
-	@for nb in nbs/[0-9]*.ipynb nbs/index.ipynb; do \
-	  echo "   $$nb"; \
-	  $(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=1800 \
-	    --output-dir _executed "$$nb" --log-level=ERROR || exit 1; \
-	done
-	@echo "== executed tutorials: $$(pwd)/_executed/"
+	@echo "== running every tutorial notebook (slow cells too with SLOW=1)"
+	@$(BIN)/python nbs/_run_tutorials.py --out _executed $(if $(SLOW),--flags slow,)
+
+bench: install
+	@echo "== quick benchmark of every mechanism against softmax attention (tables and plots in _bench/)"
+	@$(BIN)/efficient-attention bench --out _bench
 
 docs: install
 	@echo "== building the docs site into _docs/"
 	@$(BIN)/python nbs/_build_docs.py --out _docs
 	@echo "== docs site: $$(pwd)/_docs/index.html"
 
-main: tutorials docs
+main: tutorials bench docs
 
 test: install
 	@$(BIN)/python -m pytest tests
@@ -55,4 +53,4 @@ clean-nbs: install
 	$(BIN)/nbdev_clean
 
 clean:
-	rm -rf _executed _docs _proc build dist *.egg-info
+	rm -rf _executed _docs _proc _bench _train build dist *.egg-info
