@@ -35,7 +35,7 @@ setuptools.setup(
     package_data={cfg['lib_name']: ['data/*']},
     install_requires=requirements,
     extras_require={'dev': dev_requirements,
-                    'peers': ['linformer', 'linear-attention-transformer', 'linformer-pytorch']},
+                    'peers': ['linformer', 'linear-attention-transformer', 'local-attention==1.4.4', 'product-key-memory==0.1.10']},
     python_requires='>=' + min_python,
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
