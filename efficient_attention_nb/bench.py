@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from .core import (check_int, check_float, check_choice, check_divisible, sdpa_attention,
-                                         median_time, peak_memory_mb)
+                                         median_time, peak_memory_mb, num_threads)
 
 # %% auto #0
 __all__ = ['BENCH_CASES', 'QUICK_N', 'BIG_N', 'BenchConfig', 'BenchCase', 'register_case', 'select_cases', 'case_runner',
@@ -397,10 +397,8 @@ def run_benchmarks(mechanisms:Sequence[str]|None=None, # case names (default: ev
     t_start = time.perf_counter()
     cases = select_cases(mechanisms, log=log)
     from tqdm.auto import tqdm
-    old_threads = torch.get_num_threads()
-    if threads: torch.set_num_threads(threads)
     rows = []
-    try:
+    with num_threads(threads):
         with tqdm(total=len(ns) * len(cases), desc='bench', disable=not progress) as bar:
             for n in ns:
                 for case in cases:
@@ -412,7 +410,6 @@ def run_benchmarks(mechanisms:Sequence[str]|None=None, # case names (default: ev
                                          threads, max_gb, time_budget)
                     rows.append(r)
                     bar.update()
-    finally: torch.set_num_threads(old_threads)
     return add_ratios(rows)
 
 # %% ../nbs/06_benchmarks.ipynb #06benchmarks-044
@@ -624,10 +621,7 @@ def bench_cli(argv:Sequence[str]|None=None) -> int:
     if a.device.startswith('cuda') and not torch.cuda.is_available(): p.error(f'--device {a.device}: CUDA is not available')
     try: cfg = BenchConfig(dim=a.dim, heads=a.heads, k=a.k, device=a.device, dtype=a.dtype)
     except (ValueError, TypeError, RuntimeError) as e: p.error(str(e))
-    old_threads = torch.get_num_threads()
-    if a.threads: torch.set_num_threads(a.threads)
-    try: return _bench_main(a, ns, cfg)
-    finally: torch.set_num_threads(old_threads)
+    with num_threads(a.threads): return _bench_main(a, ns, cfg)
 
 def _bench_main(a, ns, cfg) -> int:
     threads = torch.get_num_threads()

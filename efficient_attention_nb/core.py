@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #00core-003
 from __future__ import annotations
-import math, os, subprocess, sys, statistics, textwrap, time
+import contextlib, math, os, subprocess, sys, statistics, textwrap, time
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -15,7 +15,7 @@ from einops import rearrange
 # %% auto #0
 __all__ = ['exists', 'default', 'check_tensor', 'check_int', 'check_float', 'check_choice', 'check_divisible', 'as_mask',
            'causal_mask', 'lengths_to_mask', 'softmax_attention', 'sdpa_attention', 'FeedForward', 'PreNorm',
-           'Residual', 'pad_to_multiple', 'median_time', 'peak_memory_mb']
+           'Residual', 'pad_to_multiple', 'median_time', 'num_threads', 'peak_memory_mb']
 
 # %% ../nbs/00_core.ipynb #00core-009
 def exists(x) -> bool:
@@ -250,6 +250,14 @@ def median_time(fn:Callable, *args, warmup:int=1, repeats:int=5, **kwargs) -> fl
     for _ in range(repeats):
         t0 = time.perf_counter(); fn(*args, **kwargs); _sync(); times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+@contextlib.contextmanager
+def num_threads(threads:int|None):
+    "Run the block with `threads` torch intra-op threads (`None`: leave them), restoring the previous count after."
+    old = torch.get_num_threads()
+    if threads: torch.set_num_threads(check_int(threads, 'threads'))
+    try: yield
+    finally: torch.set_num_threads(old)
 
 _PEAK_SCRIPT = r"""
 import gc, re, torch

@@ -21,7 +21,7 @@ __all__ = ['FEATURE_MAPS', 'CAUSAL_FORMS', 'elu_feature_map', 'relu_feature_map'
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-004
 from .core import (exists, default, check_tensor, check_int, check_float, check_choice,
-                                         check_divisible, as_mask, pad_to_multiple, median_time, peak_memory_mb)
+                                         check_divisible, as_mask, pad_to_multiple, median_time, peak_memory_mb, num_threads)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-009
 def elu_feature_map(x:torch.Tensor) -> torch.Tensor:
@@ -361,13 +361,6 @@ CAUSAL_FORMS = {'quadratic': causal_linear_attention_quadratic, 'cumsum': causal
                 'chunked': causal_linear_attention, 'chunked_plain': _causal_chunked_plain,
                 'recurrent': causal_linear_attention_recurrent, 'sdpa': _sdpa_causal}
 
-@contextlib.contextmanager
-def _num_threads(threads):
-    old = torch.get_num_threads()
-    if threads: torch.set_num_threads(threads)
-    try: yield
-    finally: torch.set_num_threads(old)
-
 def _times(fn, warmup=1, repeats=3):
     "Median and minimum wall time of `fn()` over `repeats` runs."
     for _ in range(warmup): fn()
@@ -379,7 +372,7 @@ def _times(fn, warmup=1, repeats=3):
 def matmul_gflops(size:int=2048, threads:int|None=2, repeats:int=5) -> float:
     "Measured float32 matmul rate (GFLOP/s) of a size×size product on CPU: the ceiling for the forms here."
     a = torch.randn(size, size)
-    with _num_threads(threads): t = median_time(torch.matmul, a, a, repeats=repeats)
+    with num_threads(threads): t = median_time(torch.matmul, a, a, repeats=repeats)
     return 2 * size ** 3 / t / 1e9
 
 def causal_linear_flops(n:int, b:int=1, h:int=8, d:int=64, e:int=64, chunk_size:int=64) -> int:
@@ -416,7 +409,7 @@ def benchmark_causal(ns:Sequence[int], # sequence lengths
             if n > max_n.get(form, float('inf')): continue
             fn = CAUSAL_FORMS[form]
             run = (lambda: fn(q, k, v).sum().backward()) if backward else (lambda: fn(q, k, v))
-            with _num_threads(threads), torch.set_grad_enabled(backward): med, mn = _times(run, repeats=repeats)
+            with num_threads(threads), torch.set_grad_enabled(backward): med, mn = _times(run, repeats=repeats)
             row = dict(form=form, n=n, backward=backward, time_s=med, time_min_s=mn)
             if form in ('chunked', 'chunked_plain') and not backward:
                 row['gflops'] = causal_linear_flops(n, b, h, d, e) / med / 1e9
@@ -440,7 +433,7 @@ def benchmark_decode(contexts:Sequence[int], # context lengths already decoded
         state = LinearAttentionState(kc.transpose(-1, -2) @ vc, kc.sum(2))                 # the state after m tokens
         q, k = (elu_feature_map(torch.randn(b, h, d, generator=gen)) for _ in range(2))
         v = torch.randn(b, h, e, generator=gen)
-        with _num_threads(threads), torch.no_grad():
+        with num_threads(threads), torch.no_grad():
             t_lin, _ = _times(lambda: causal_linear_attention_step(q, k, v, state), warmup=3, repeats=repeats)
             t_soft, _ = _times(lambda: F.scaled_dot_product_attention(q[:, :, None], kc, vc), warmup=3, repeats=repeats)
         rows.append(dict(context=m, linear_step_s=t_lin, softmax_step_s=t_soft))
