@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 from einops import rearrange
 
 # %% auto #0
@@ -149,19 +150,89 @@ def _causal_chunked_plain(q, k, v, chunk_size:int=64, eps:float=1e-6):
     return rearrange(out, 'b h N c e -> b h (N c) e')[:, :, :n]
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032
-def _exclusive_prefix(st:torch.Tensor, group:int=16) -> torch.Tensor:
-    "Exclusive prefix sum over axis 1 of `st` (B, N, D) by matmuls: strictly-lower-triangular within groups, a short cumsum across."
-    B, N, D = st.shape
-    G = min(group, N); Ng = -(-N // G)
-    if Ng * G > N: st = F.pad(st, (0, 0, 0, Ng * G - N))
-    stg = st.reshape(B * Ng, G, D)
-    tri = torch.ones(G, G, dtype=st.dtype, device=st.device).tril_(-1)                # T_ij = 1 for j < i
-    within = torch.matmul(tri, stg).view(B, Ng, G, D)                                  # Σ of earlier states in the group
-    totals = stg.view(B, Ng, G, D).sum(2)                                              # each group's total
-    carry = F.pad(totals[:, :-1].cumsum(1), (0, 0, 1, 0))                              # Σ of the earlier groups' totals
-    return (within + carry[:, :, None]).view(B, Ng * G, D)[:, :N]
+_TILE = {'cpu': (4096, 512)}         # device type → (rows, positions) per tile: ≈ 7 MB of workspace, stays in cache
+_TILE_DEFAULT = (1 << 16, 4096)      # accelerators: few large tiles, fewer kernel launches
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-034
+def _bh_view(t):
+    "`t` (b, h, n, ...) as (b·h, n, ...) when that is a view (the b and h axes merge), else None."
+    b, h = t.shape[:2]
+    return t.view(b * h, *t.shape[2:]) if b == 1 or h == 1 or t.stride(0) == h * t.stride(1) else None
+
+def _causal_product(q, k, v, *, chunk_size:int, reverse:bool=False, eps:float|None=None,
+                    den:torch.Tensor|None=None, out_dtype:torch.dtype|None=None) -> torch.Tensor:
+    """`Σ_{j≤i} (q_i·k_j) v_j` (`j ≥ i` if `reverse`) for (b, h, n, ·) operands, by cache-sized tiles; no autograd.
+    An operand may be a pair `(t, col)`: `t` with the column `col` appended (a number or a (b, h, n) tensor).
+    With `eps` the last column of the result is a denominator: returns num / max(den, eps), writing den into `den`."""
+    (q, qc), (k, kc), (v, vc) = ((t, None) if isinstance(t, torch.Tensor) else t for t in (q, k, v))
+    b, h, n = q.shape[:3]
+    d, e = q.shape[3] + (qc is not None), v.shape[3] + (vc is not None)
+    B, c = b * h, min(chunk_size, n)
+    cdt, dev = _compute_dtype(q, k, v), q.device
+    rows, positions = _TILE.get(dev.type, _TILE_DEFAULT)
+    L = min(-(-n // c) * c, max(c, positions // c * c)); G = L // c                   # a tile: G chunks of c positions ...
+    flat = all(_bh_view(t) is not None for t in (q, k, v, qc, kc, vc) if isinstance(t, torch.Tensor))
+    Hb = min(max(1, rows // L), B if flat else h)                                     # ... of Hb heads
+    out = torch.empty(b, h, n, e - 1 if eps is not None else e, dtype=out_dtype or cdt, device=dev)
+    ws = lambda size: torch.empty(size, dtype=cdt, device=dev)                        # flat workspaces, reused by every tile
+    wq, wk, wv, wA, wC, wP, wo = (ws(Hb * s) for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e))
+    tri = torch.ones(G, G, dtype=cdt, device=dev)
+    tri = tri.triu_(1) if reverse else tri.tril_(-1)                                   # T_tt' = 1 for chunks t' before (after) t
+    carry = torch.zeros(Hb, 1, d * e, dtype=cdt, device=dev)                          # Σ of the states of the tiles done
+    if flat: blocks = [(slice(i, min(i + Hb, B)),) for i in range(0, B, Hb)]           # head blocks across the batch ...
+    else: blocks = [(i, slice(j, min(j + Hb, h))) for i in range(b) for j in range(0, h, Hb)]  # ... or within one item
+    as3 = lambda t: _bh_view(t) if flat and isinstance(t, torch.Tensor) else t
+    q, k, v, qc, kc, vc, o3, den = map(as3, (q, k, v, qc, kc, vc, out, den))
+    starts = range(0, n, L)
+    for blk in blocks:
+        hb = len(range(B if flat else h)[blk[-1]])
+        carry.zero_()
+        for s in (reversed(starts) if reverse else starts):
+            l = min(L, n - s); g = -(-l // c); lp = g * c; hg = hb * g; rows_ = blk + (slice(s, s + l),)
+            def load(w, t, col, width):                                                 # tile of t (and col) → workspace
+                w = w[:hb * lp * width].view(hb, lp, width)
+                w[:, :l, :t.shape[-1]].copy_(t[rows_])
+                if col is not None: w[:, :l, -1] = col[rows_] if isinstance(col, torch.Tensor) else col
+                if lp > l: w[:, l:] = 0                                                 # padded rows: inert
+                return w.view(hg, c, width)
+            qt, kt, vt = load(wq, q, qc, d), load(wk, k, kc, d), load(wv, v, vc, e)
+            C = torch.bmm(kt.transpose(1, 2), vt, out=wC[:hg * d * e].view(hg, d, e)).view(hb, g, d * e)  # C_t = φK_tᵀ V_t
+            P = torch.baddbmm(carry[:hb], tri[:g, :g].expand(hb, g, g), C, out=wP[:hg * d * e].view(hb, g, d * e))  # S̄_t
+            last = 0 if reverse else g - 1
+            torch.add(P[:, last:last + 1], C[:, last:last + 1], out=carry[:hb])         # the state leaving the tile
+            A = torch.bmm(qt, kt.transpose(1, 2), out=wA[:hg * c * c].view(hg, c, c))  # φq_i·φk_j inside each chunk
+            A = A.triu_() if reverse else A.tril_()                                     # j ≤ i (j ≥ i)
+            o = torch.bmm(qt, P.view(hg, d, e), out=wo[:hg * c * e].view(hg, c, e)).baddbmm_(A, vt)  # φQ_t S̄_t + (A⊙M) V_t
+            o = o.view(hb, lp, e)[:, :l]
+            if eps is None: o3[rows_].copy_(o)
+            else:
+                if den is not None: den[rows_] = o[..., -1]
+                torch.div(o[..., :-1], o[..., -1:].clamp_min_(eps), out=o3[rows_])
+    return out
+
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-036
+class _CausalLinearAttention(torch.autograd.Function):
+    "Exact causal linear attention with a hand-derived backward: three more causal products (see the derivation)."
+    @staticmethod
+    def forward(ctx, q, k, v, chunk_size, eps):
+        den = torch.empty(q.shape[:3], dtype=_compute_dtype(q, k, v), device=q.device)
+        out = _causal_product(q, k, (v, 1.), chunk_size=chunk_size, eps=eps, den=den, out_dtype=q.dtype)
+        ctx.save_for_backward(q, k, v, out, den)
+        ctx.chunk_size, ctx.eps = chunk_size, eps
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        q, k, v, out, den = ctx.saved_tensors
+        c, eps = ctx.chunk_size, ctx.eps
+        dnum = g.to(den.dtype) / den.clamp_min(eps)[..., None]                           # ∂/∂num
+        dden = -(dnum * out).sum(-1) * (den >= eps)                                       # ∂/∂den (0 where the guard acts)
+        dq = dk = dv = None
+        if ctx.needs_input_grad[0]: dq = _causal_product((dnum, dden), (v, 1.), k, chunk_size=c, out_dtype=q.dtype)
+        if ctx.needs_input_grad[1]: dk = _causal_product((v, 1.), (dnum, dden), q, chunk_size=c, reverse=True, out_dtype=k.dtype)
+        if ctx.needs_input_grad[2]: dv = _causal_product(k, q, dnum, chunk_size=c, reverse=True, out_dtype=v.dtype)
+        return dq, dk, dv, None, None
+
 def causal_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) queries (b, h, n, d)
                             k:torch.Tensor, # feature-mapped (non-negative) keys (b, h, n, d)
                             v:torch.Tensor, # values (b, h, n, e)
@@ -169,28 +240,13 @@ def causal_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) quer
                             chunk_size:int=64, # chunk length c; any n works (the last chunk is padded)
                             eps:float=1e-6, # denominator guard: divide by max(φq·z, eps)
                            ) -> torch.Tensor:
-    "Exact causal linear attention, chunked: O(n·(c·d + d·e)) time, O(n) memory, any n; (b, h, n, e). Legend: b batch, h heads, B = b·h, n positions, N chunks, c chunk length, d features, e value width."
-    sizes = _check_qkv(q, k, v, same_len=True)
+    "Exact causal linear attention, chunked: O(n·(c·d + d·e)) time, O(n) memory, any n; (b, h, n, e). Legend: b batch, h heads, n positions, c chunk length, d features, e value width."
+    _check_qkv(q, k, v, same_len=True)
     check_int(chunk_size, 'chunk_size'); check_float(eps, 'eps')
-    b, h, n, d, e = sizes['b'], sizes['h'], sizes['n'], sizes['d'], sizes['e']
-    B, c = b * h, min(chunk_size, n)
-    N = -(-n // c)
-    dtype, cdt = q.dtype, _compute_dtype(q, k, v)
     with _no_autocast(q.device):
-        q, k, v = q.to(cdt), k.to(cdt), v.to(cdt)
-        v1 = torch.cat((v, v.new_ones(b, h, n, 1)), -1)                                   # [v | 1]
-        if N * c > n: q, k, v1 = (F.pad(t, (0, 0, 0, N * c - n)) for t in (q, k, v1))    # zero rows: inert
-        q, k, v1 = q.reshape(B * N, c, d), k.reshape(B * N, c, d), v1.reshape(B * N, c, e + 1)
-        kt = k.transpose(1, 2)
-        states = torch.bmm(kt, v1).view(B, N, d * (e + 1))                                 # C_t = φK_tᵀ [V_t|1]
-        prefix = _exclusive_prefix(states).reshape(B * N, d, e + 1)                        # S̄_t = Σ_{t'<t} C_t'
-        o = torch.bmm(q, prefix)                                                            # inter-chunk: φQ_t S̄_t
-        a = torch.bmm(q, kt).tril_()                                                        # A_t ⊙ M: φq_i·φk_j, j ≤ i in chunk
-        o = o.baddbmm_(a, v1)                                                               # + intra-chunk (A_t⊙M)[V_t|1]
-        out = _split_num_den(o, eps).view(b, h, N * c, e)[:, :, :n]                        # num / max(den, eps), crop
-    return out.to(dtype)
+        return _CausalLinearAttention.apply(q, k, v, chunk_size, eps)
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-037
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-041
 class LinearAttentionState(NamedTuple):
     "Recurrent state of causal linear attention: `kv` = S = Σ φk vᵀ (b, h, d, e) and `k_sum` = z = Σ φk (b, h, d), float32."
     kv: torch.Tensor
@@ -237,7 +293,7 @@ def causal_linear_attention_recurrent(q:torch.Tensor, # feature-mapped queries (
         outs.append(o)
     return torch.stack(outs, 2)
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-040
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-044
 class LinearSelfAttention(nn.Module):
     "Multi-head linear attention over `x` (or over `context`), causal or not, with a recurrent `step` for decoding."
     def __init__(self, dim:int, # input and output width
@@ -311,7 +367,7 @@ class LinearSelfAttention(nn.Module):
         out, state = causal_linear_attention_step(self.phi(q), self.phi(k), v, state, eps=self.eps)
         return self.to_out(self.dropout(rearrange(out, 'b h e -> b (h e)'))), state
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-043
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-047
 class ImageLinearAttention(nn.Module):
     "Efficient attention (Shen et al.) over the pixels of an image (b, chan, H, W)."
     def __init__(self, chan:int, # input channels
@@ -354,7 +410,7 @@ class ImageLinearAttention(nn.Module):
         out = efficient_attention(q * self.key_dim ** -0.25, k * self.key_dim ** -0.25, v, norm_queries=self.norm_queries)
         return self.to_out(rearrange(out, 'b h (H W) e -> b (h e) H W', H=H))
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-060
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-064
 def _sdpa_causal(q, k, v): return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 CAUSAL_FORMS = {'quadratic': causal_linear_attention_quadratic, 'cumsum': causal_linear_attention_cumsum,
