@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from einops import rearrange
 
 # %% auto #0
-__all__ = ['exists', 'default', 'check_tensor', 'check_int', 'check_float', 'check_choice', 'check_divisible', 'as_mask',
-           'causal_mask', 'lengths_to_mask', 'softmax_attention', 'sdpa_attention', 'FeedForward', 'PreNorm',
+__all__ = ['exists', 'default', 'check_tensor', 'check_int', 'check_float', 'check_choice', 'check_divisible', 'check_token_ids',
+           'as_mask', 'causal_mask', 'lengths_to_mask', 'softmax_attention', 'sdpa_attention', 'FeedForward', 'PreNorm',
            'Residual', 'pad_to_multiple', 'median_time', 'num_threads', 'peak_memory_mb']
 
 # %% ../nbs/00_core.ipynb #00core-009
@@ -96,6 +96,17 @@ def check_divisible(value:int, name:str, divisor:int, divisor_name:str) -> int:
     return value // divisor
 
 # %% ../nbs/00_core.ipynb #00core-015
+def check_token_ids(x, name:str, num_tokens:int, shape:Sequence=('b', 'n')) -> torch.Tensor:
+    "Check that `x` is an integer tensor of token ids of `shape`, each in `[0, num_tokens)`; raise `TypeError`/`ValueError` naming `name` if not."
+    if not isinstance(x, torch.Tensor): raise TypeError(f'{name} must be a torch.Tensor of token ids, got {type(x).__name__}')
+    if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+        raise TypeError(f'{name} must hold integer token ids, got dtype {x.dtype}')
+    check_tensor(x, name, shape, floating=False)
+    if x.device.type != 'meta' and (x.min() < 0 or x.max() >= num_tokens):
+        raise ValueError(f'{name} must hold token ids in [0, {num_tokens}), got values in [{int(x.min())}, {int(x.max())}]')
+    return x
+
+# %% ../nbs/00_core.ipynb #00core-018
 def as_mask(mask, name:str, shape:Sequence[int], # the mask, its argument name, and the expected shape, e.g. (b, n)
             device=None, # move the mask here (the device of the tensor it masks)
             allow_empty_rows:bool=False, # allow a row that keeps no position at all
@@ -131,7 +142,7 @@ def lengths_to_mask(lengths, n:int|None=None) -> torch.Tensor:
     n = default(n, int(lengths.max()) if lengths.numel() else 0)
     return torch.arange(n, device=lengths.device)[None, :] < lengths[:, None]
 
-# %% ../nbs/00_core.ipynb #00core-020
+# %% ../nbs/00_core.ipynb #00core-023
 def _combine_masks(b, n, m, mask=None, causal=False, attn_mask=None, device=None):
     "One bool `keep` mask broadcastable to `(b, h, n, m)`, or `None` if nothing is masked."
     keep = None
@@ -166,7 +177,7 @@ def softmax_attention(q:torch.Tensor, # queries (b, h, n, d)
     out = torch.einsum('bhnm,bhme->bhne', a, v)                                           # O = A V
     return (out, a) if return_attn else out
 
-# %% ../nbs/00_core.ipynb #00core-025
+# %% ../nbs/00_core.ipynb #00core-028
 def sdpa_attention(q:torch.Tensor, # queries (b, h, n, d)
                    k:torch.Tensor, # keys (b, h, m, d)
                    v:torch.Tensor, # values (b, h, m, e)
@@ -185,7 +196,7 @@ def sdpa_attention(q:torch.Tensor, # queries (b, h, n, d)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout, scale=scale)
     return torch.where(keep.any(-1, keepdim=True), out, 0.)                              # empty rows -> 0
 
-# %% ../nbs/00_core.ipynb #00core-032
+# %% ../nbs/00_core.ipynb #00core-035
 class FeedForward(nn.Module):
     "Position-wise feed-forward `W2 σ(W1 x)`, or its GLU variant `W2 (σ(W1 x) ⊙ W3 x)`."
     def __init__(self, dim:int, # input and output width
@@ -213,7 +224,7 @@ class FeedForward(nn.Module):
             h = self.act(self.w1(x))                                                      # σ(W1 x)
         return self.w2(self.dropout(h))
 
-# %% ../nbs/00_core.ipynb #00core-035
+# %% ../nbs/00_core.ipynb #00core-038
 class PreNorm(nn.Module):
     "`fn(LayerNorm(x), **kwargs)`."
     def __init__(self, dim:int, fn:nn.Module):
@@ -237,7 +248,7 @@ def pad_to_multiple(t:torch.Tensor, multiple:int, dim:int=-2, value:float=0.):
     pad = [0, 0] * (t.ndim - dim - 1) + [0, pad_len]
     return F.pad(t, pad, value=value), pad_len
 
-# %% ../nbs/00_core.ipynb #00core-038
+# %% ../nbs/00_core.ipynb #00core-041
 def _sync(device=None):
     if torch.cuda.is_available(): torch.cuda.synchronize(device)
 

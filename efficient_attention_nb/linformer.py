@@ -14,7 +14,7 @@ from einops import rearrange
 
 from .core import (exists, default, check_tensor, check_int, check_float, check_choice,
                                          check_divisible, as_mask, lengths_to_mask, softmax_attention, sdpa_attention,
-                                         FeedForward, PreNorm, Residual, median_time, peak_memory_mb)
+                                         FeedForward, PreNorm, Residual, median_time, peak_memory_mb, check_token_ids)
 
 # %% auto #0
 __all__ = ['LinformerProjection', 'LinformerSelfAttention', 'ReversibleSequence', 'Linformer', 'LinformerLM',
@@ -282,12 +282,9 @@ class LinformerLM(nn.Module):
                 mask:torch.Tensor|None=None, # (b, n) True = keep
                ) -> torch.Tensor: # logits (b, n, num_tokens)
         "Logits for every position."
-        check_tensor(x, 'x', ('b', 'n'), floating=False)
-        if x.is_floating_point() or x.dtype == torch.bool: raise TypeError(f'x must hold integer token ids, got dtype {x.dtype}')
+        check_token_ids(x, 'x', self.num_tokens)
         n = x.shape[1]
         if n > self.seq_len: raise ValueError(f'x has {n} tokens but this LinformerLM was built with seq_len={self.seq_len}')
-        if x.device.type != 'meta' and (x.min() < 0 or x.max() >= self.num_tokens):
-            raise ValueError(f'x must hold token ids in [0, {self.num_tokens}), got values in [{int(x.min())}, {int(x.max())}]')
         h = self.token_emb(x) + self.pos_emb(torch.arange(n, device=x.device))
         return self.to_logits(self.linformer(h, mask=mask))
 

@@ -16,7 +16,7 @@ from einops import rearrange
 from tqdm import tqdm
 
 from .core import (exists, default, check_tensor, check_int, check_float, check_choice,
-                                         check_divisible, sdpa_attention, FeedForward, PreNorm, Residual)
+                                         check_divisible, check_token_ids, sdpa_attention, FeedForward, PreNorm, Residual)
 from .linear_attention import LinearSelfAttention
 from .linformer import LinformerSelfAttention
 from .compositional import CompositionalAttention
@@ -211,13 +211,8 @@ class TinyLM(nn.Module):
         return self.to_logits(self.norm(h))
 
 def _check_ids(x, num_tokens, max_seq_len):
-    if not isinstance(x, torch.Tensor): raise TypeError(f'x must be a tensor of token ids, got {type(x).__name__}')
-    if x.dtype not in (torch.long, torch.int, torch.int16, torch.uint8):
-        raise TypeError(f'x must hold integer token ids, got dtype {x.dtype}')
-    if x.ndim != 2: raise ValueError(f'x must have shape (b, n), got {tuple(x.shape)}')
+    check_token_ids(x, 'x', num_tokens)
     if x.shape[1] > max_seq_len: raise ValueError(f'x has {x.shape[1]} tokens but the model was built with max_seq_len={max_seq_len}')
-    if x.device.type != 'meta' and x.numel() and (x.min() < 0 or x.max() >= num_tokens):
-        raise ValueError(f'x must hold token ids in [0, {num_tokens}), got values in [{int(x.min())}, {int(x.max())}]')
 
 # %% ../nbs/07_training.ipynb #07training-026
 def _task_defaults(task:str):

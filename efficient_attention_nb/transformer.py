@@ -19,7 +19,7 @@ __all__ = ['local_band_mask', 'local_attention', 'blindspot_linear_attention', '
 
 # %% ../nbs/04_transformer.ipynb #04transforme-004
 from .core import (exists, default, check_tensor, check_int, check_float, check_divisible,
-                                         as_mask, FeedForward, PreNorm, pad_to_multiple, sdpa_attention)
+                                         check_token_ids, as_mask, FeedForward, PreNorm, pad_to_multiple, sdpa_attention)
 from .linear_attention import (elu_feature_map, linear_attention, causal_linear_attention,
                                                      causal_linear_attention_step, LinearAttentionState,
                                                      LinearSelfAttention, ImageLinearAttention, _no_autocast)
@@ -446,16 +446,6 @@ class LinearAttentionTransformer(nn.Module):
         return out, {'t': t + 1, 'blocks': new}
 
 # %% ../nbs/04_transformer.ipynb #04transforme-036
-def _check_tokens(x, name:str, num_tokens:int, shape=('b', 'n')):
-    "Token ids: an integer tensor of `shape` with values in [0, num_tokens)."
-    if not isinstance(x, torch.Tensor): raise TypeError(f'{name} must be a torch.Tensor of token ids, got {type(x).__name__}')
-    if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
-        raise TypeError(f'{name} must hold integer token ids, got dtype {x.dtype}')
-    check_tensor(x, name, shape, floating=False)
-    if x.device.type != 'meta' and (x.min() < 0 or x.max() >= num_tokens):
-        raise ValueError(f'{name} holds token ids in [{int(x.min())}, {int(x.max())}] but num_tokens={num_tokens} (ids must be in [0, {num_tokens - 1}])')
-    return x
-
 class LinearAttentionTransformerLM(nn.Module):
     "Language model (or encoder) on token ids around `LinearAttentionTransformer`; `generate` for causal models."
     def __init__(self, num_tokens:int, # vocabulary size
@@ -512,7 +502,7 @@ class LinearAttentionTransformerLM(nn.Module):
                 context_mask:torch.Tensor|None=None, # padding mask of the context (b, m)
                ) -> torch.Tensor:
         "Token ids (b, n) → logits (b, n, num_tokens), or hidden states (b, n, dim) with `return_embeddings`."
-        _check_tokens(x, 'x', self.num_tokens)
+        check_token_ids(x, 'x', self.num_tokens)
         n = x.shape[1]
         if n > self.max_seq_len: raise ValueError(f'x has {n} tokens but max_seq_len={self.max_seq_len}')
         h = self.token_emb(x) + self.pos_emb(torch.arange(n, device=x.device))
@@ -526,7 +516,7 @@ class LinearAttentionTransformerLM(nn.Module):
             ) -> tuple[torch.Tensor, dict]:
         "Feed one token per sequence (causal models): logits (b, num_tokens) for the next one, and the new cache."
         if isinstance(tokens, torch.Tensor) and tokens.ndim != 1: raise ValueError(f'tokens must have shape (b,), got {tuple(tokens.shape)}')
-        _check_tokens(tokens, 'tokens', self.num_tokens, shape=('b',))
+        check_token_ids(tokens, 'tokens', self.num_tokens, shape=('b',))
         t = 0 if cache is None else cache['t']
         if t >= self.max_seq_len: raise ValueError(f'cannot decode position {t}: max_seq_len={self.max_seq_len}')
         h = self.token_emb(tokens) + self.pos_emb.weight[t]
@@ -545,7 +535,7 @@ class LinearAttentionTransformerLM(nn.Module):
         "Sample `max_new_tokens` tokens after `prompt` with the recurrent state: O(1) work per token in the context length. Returns the new tokens (b, max_new_tokens)."
         if not self.causal: raise ValueError('generate() needs a causal model (causal=True)')
         if self.return_embeddings: raise ValueError('generate() needs logits; this model was built with return_embeddings=True')
-        _check_tokens(prompt, 'prompt', self.num_tokens)
+        check_token_ids(prompt, 'prompt', self.num_tokens)
         check_int(max_new_tokens, 'max_new_tokens', min=0); check_float(temperature, 'temperature')
         if top_k is not None: check_int(top_k, 'top_k', max=self.num_tokens)
         n0 = prompt.shape[1]

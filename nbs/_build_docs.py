@@ -116,16 +116,29 @@ def _frontmatter(nb):
         return yaml.safe_load(c.source.strip().strip('-')) or {}
     return {}
 
+def _split_at_headings(c):
+    "A markdown cell as one cell per heading: pandoc's table of contents lists only headings that open a cell."
+    parts, fence = [[]], False
+    for line in c.source.splitlines(keepends=True):
+        if line.lstrip().startswith('```'): fence = not fence
+        if not fence and line.startswith('#') and parts[-1]: parts.append([])
+        parts[-1].append(line)
+    if len(parts) == 1: return [c]
+    return [mk_cell(''.join(p).strip('\n'), 'markdown') for p in parts]
+
 def _quarto_opts(nb):
     "Apply the Quarto cell options left in processed notebooks, as `quarto render` would; return the new cells."
     cells = []
     for c in nb.cells:
         c.pop('has_sd', None)
+        if c.cell_type == 'markdown': cells += _split_at_headings(c); continue
         if c.cell_type != 'code': cells.append(c); continue
         d = extract_directives(c)    # removes the `#|` lines from the source; keys like 'echo:' -> ['false']
         opt = lambda k: (d.get(k+':') or [''])[0].strip('"\'').lower()
         for o in c.get('outputs', []):
             if o.get('execution_count', 0) is None: o['execution_count'] = 0   # pandoc wants an int here
+            data = o.get('data', {})
+            if any(k.startswith('image/') for k in data): data.pop('text/plain', None)  # the picture, not its repr
         if opt('include') == 'false': continue
         if opt('output') == 'false': c.outputs = []
         if opt('output') == 'asis':  # raw markdown output (show_doc): becomes part of the page

@@ -112,7 +112,7 @@ def test_bad_construction(kwargs, err, msg):
 def test_bad_calls():
     lm = _lm(n_local_attn_heads=2)
     with pytest.raises(ValueError, match='x has 41 tokens but max_seq_len=40'): lm(torch.zeros(1, 41, dtype=torch.long))
-    with pytest.raises(ValueError, match=r'num_tokens=23'): lm(torch.tensor([[0, 23]]))
+    with pytest.raises(ValueError, match=r'x must hold token ids in \[0, 23\), got values in \[0, 23\]'): lm(torch.tensor([[0, 23]]))
     with pytest.raises(TypeError, match='integer token ids'): lm(torch.zeros(1, 3))
     with pytest.raises(ValueError, match='x must have shape'): lm(torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match='input_mask must have shape'): lm(torch.zeros(2, 5, dtype=torch.long), input_mask=torch.ones(2, 4, dtype=torch.bool))
