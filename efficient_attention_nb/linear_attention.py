@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-003
 from __future__ import annotations
-import contextlib, math, statistics, time
+import contextlib, math, statistics, threading, time
 from typing import Callable, NamedTuple, Optional, Sequence
 
 import torch
@@ -153,6 +153,18 @@ def _causal_chunked_plain(q, k, v, chunk_size:int=64, eps:float=1e-6):
 _TILE = {'cpu': (4096, 512)}         # device type → (rows, positions) per tile: ≈ 7 MB of workspace, stays in cache
 _TILE_DEFAULT = (1 << 16, 4096)      # accelerators: few large tiles, fewer kernel launches
 
+_SCRATCH = threading.local()      # per thread: dtype → one flat CPU buffer that the tiles' workspaces are cut from
+
+def _scratch(numel:int, dtype:torch.dtype, device:torch.device) -> torch.Tensor:
+    """A flat scratch buffer of `numel` elements. On CPU one buffer per thread and dtype is kept and grown, never shrunk:
+    a fresh one of a few MB would page-fault on every call (≈ 2 ms at n = 512). Elsewhere (CUDA's caching allocator
+    already reuses memory; meta; tracing by torch.compile) a fresh tensor."""
+    if device.type != 'cpu' or torch.compiler.is_compiling(): return torch.empty(numel, dtype=dtype, device=device)
+    bufs = _SCRATCH.__dict__.setdefault('bufs', {})
+    if dtype not in bufs or bufs[dtype].numel() < numel:
+        with torch.inference_mode(False): bufs[dtype] = torch.empty(numel, dtype=dtype)   # usable in and out of inference mode
+    return bufs[dtype][:numel]
+
 def _bh_view(t):
     "`t` (b, h, n, ...) as (b·h, n, ...) when that is a view (the b and h axes merge), else None."
     b, h = t.shape[:2]
@@ -173,8 +185,8 @@ def _causal_product(q, k, v, *, chunk_size:int, reverse:bool=False, eps:float|No
     flat = all(_bh_view(t) is not None for t in (q, k, v, qc, kc, vc) if isinstance(t, torch.Tensor))
     Hb = min(max(1, rows // L), B if flat else h)                                     # ... of Hb heads
     out = torch.empty(b, h, n, e - 1 if eps is not None else e, dtype=out_dtype or cdt, device=dev)
-    ws = lambda size: torch.empty(size, dtype=cdt, device=dev)                        # flat workspaces, reused by every tile
-    wq, wk, wv, wA, wC, wP, wo = (ws(Hb * s) for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e))
+    sizes = [Hb * s for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e)]
+    wq, wk, wv, wA, wC, wP, wo = _scratch(sum(sizes), cdt, dev).split(sizes)         # flat workspaces, reused by every tile
     tri = torch.ones(G, G, dtype=cdt, device=dev)
     tri = tri.triu_(1) if reverse else tri.tril_(-1)                                   # T_tt' = 1 for chunks t' before (after) t
     carry = torch.zeros(Hb, 1, d * e, dtype=cdt, device=dev)                          # Σ of the states of the tiles done
@@ -225,12 +237,13 @@ class _CausalLinearAttention(torch.autograd.Function):
     def backward(ctx, g):
         q, k, v, out, den = ctx.saved_tensors
         c, eps = ctx.chunk_size, ctx.eps
-        dnum = g.to(den.dtype) / den.clamp_min(eps)[..., None]                           # ∂/∂num
-        dden = -(dnum * out).sum(-1) * (den >= eps)                                       # ∂/∂den (0 where the guard acts)
         dq = dk = dv = None
-        if ctx.needs_input_grad[0]: dq = _causal_product((dnum, dden), (v, 1.), k, chunk_size=c, out_dtype=q.dtype)
-        if ctx.needs_input_grad[1]: dk = _causal_product((v, 1.), (dnum, dden), q, chunk_size=c, reverse=True, out_dtype=k.dtype)
-        if ctx.needs_input_grad[2]: dv = _causal_product(k, q, dnum, chunk_size=c, reverse=True, out_dtype=v.dtype)
+        with _no_autocast(g.device):                                                      # backward may run inside autocast
+            dnum = g.to(den.dtype) / den.clamp_min(eps)[..., None]                       # ∂/∂num
+            dden = -(dnum * out).sum(-1) * (den >= eps)                                   # ∂/∂den (0 where the guard acts)
+            if ctx.needs_input_grad[0]: dq = _causal_product((dnum, dden), (v, 1.), k, chunk_size=c, out_dtype=q.dtype)
+            if ctx.needs_input_grad[1]: dk = _causal_product((v, 1.), (dnum, dden), q, chunk_size=c, reverse=True, out_dtype=k.dtype)
+            if ctx.needs_input_grad[2]: dv = _causal_product(k, q, dnum, chunk_size=c, reverse=True, out_dtype=v.dtype)
         return dq, dk, dv, None, None
 
 def causal_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) queries (b, h, n, d)
@@ -246,7 +259,7 @@ def causal_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) quer
     with _no_autocast(q.device):
         return _CausalLinearAttention.apply(q, k, v, chunk_size, eps)
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-041
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-044
 class LinearAttentionState(NamedTuple):
     "Recurrent state of causal linear attention: `kv` = S = Σ φk vᵀ (b, h, d, e) and `k_sum` = z = Σ φk (b, h, d), float32."
     kv: torch.Tensor
@@ -293,7 +306,7 @@ def causal_linear_attention_recurrent(q:torch.Tensor, # feature-mapped queries (
         outs.append(o)
     return torch.stack(outs, 2)
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-044
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-047
 class LinearSelfAttention(nn.Module):
     "Multi-head linear attention over `x` (or over `context`), causal or not, with a recurrent `step` for decoding."
     def __init__(self, dim:int, # input and output width
@@ -367,7 +380,7 @@ class LinearSelfAttention(nn.Module):
         out, state = causal_linear_attention_step(self.phi(q), self.phi(k), v, state, eps=self.eps)
         return self.to_out(self.dropout(rearrange(out, 'b h e -> b (h e)'))), state
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-047
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-050
 class ImageLinearAttention(nn.Module):
     "Efficient attention (Shen et al.) over the pixels of an image (b, chan, H, W)."
     def __init__(self, chan:int, # input channels
@@ -410,7 +423,7 @@ class ImageLinearAttention(nn.Module):
         out = efficient_attention(q * self.key_dim ** -0.25, k * self.key_dim ** -0.25, v, norm_queries=self.norm_queries)
         return self.to_out(rearrange(out, 'b h (H W) e -> b (h e) H W', H=H))
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-064
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-067
 def _sdpa_causal(q, k, v): return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 CAUSAL_FORMS = {'quadratic': causal_linear_attention_quadratic, 'cumsum': causal_linear_attention_cumsum,
