@@ -149,8 +149,9 @@ def _peer_linformer(n, cfg):
 
 def _peer_transformer(n, cfg):
     from linear_attention_transformer import LinearAttentionTransformer
+    window = math.gcd(n, cfg.window)        # the peer needs n divisible by its window; = cfg.window at the usual n = 2^k
     return LinearAttentionTransformer(dim=cfg.dim, heads=cfg.heads, depth=1, max_seq_len=n,
-                                      n_local_attn_heads=cfg.heads // 2, local_attn_window_size=cfg.window)
+                                      n_local_attn_heads=cfg.heads // 2, local_attn_window_size=window)
 
 # %% ../nbs/06_benchmarks.ipynb #06benchmarks-019
 def _bh(cfg): return cfg.batch * cfg.heads
