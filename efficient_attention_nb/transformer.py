@@ -515,7 +515,6 @@ class LinearAttentionTransformerLM(nn.Module):
              context_mask:torch.Tensor|None=None, # its padding mask (b, m)
             ) -> tuple[torch.Tensor, dict]:
         "Feed one token per sequence (causal models): logits (b, num_tokens) for the next one, and the new cache."
-        if isinstance(tokens, torch.Tensor) and tokens.ndim != 1: raise ValueError(f'tokens must have shape (b,), got {tuple(tokens.shape)}')
         check_token_ids(tokens, 'tokens', self.num_tokens, shape=('b',))
         t = 0 if cache is None else cache['t']
         if t >= self.max_seq_len: raise ValueError(f'cannot decode position {t}: max_seq_len={self.max_seq_len}')
