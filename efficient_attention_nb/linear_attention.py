@@ -170,6 +170,23 @@ def _bh_view(t):
     b, h = t.shape[:2]
     return t.view(b * h, *t.shape[2:]) if b == 1 or h == 1 or t.stride(0) == h * t.stride(1) else None
 
+class _TileViews:
+    "Every workspace view a tile of `hb` heads × `g` chunks of `c` positions needs: made once per tile shape, then reused."
+    def __init__(self, ws, hb:int, g:int, c:int, d:int, e:int, tri:torch.Tensor, carry:torch.Tensor, reverse:bool):
+        wq, wk, wv, wA, wC, wP, wo = ws
+        lp, hg = g * c, hb * g
+        self.q, self.k, self.v = (w[:hb * lp * x].view(hb, lp, x) for w, x in ((wq, d), (wk, d), (wv, e)))  # operands
+        self.q3, self.v3 = self.q.view(hg, c, d), self.v.view(hg, c, e)                   # ... cut into chunks
+        self.kT = self.k.view(hg, c, d).transpose(1, 2)
+        self.C = wC[:hg * d * e].view(hg, d, e); self.Cg = self.C.view(hb, g, d * e)      # chunk states C_t
+        self.P = wP[:hg * d * e].view(hb, g, d * e); self.P3 = self.P.view(hg, d, e)      # states entering the chunks S̄_t
+        self.A = wA[:hg * c * c].view(hg, c, c)                                           # intra-chunk scores
+        self.o = wo[:hg * c * e].view(hg, c, e); self.o2 = self.o.view(hb, lp, e)        # result rows
+        self.num, self.den = self.o2[..., :-1], self.o2[..., -1:]                          # (with eps) numerator | denominator
+        self.tri, self.carry = tri[:g, :g].expand(hb, g, g), carry[:hb]
+        last = 0 if reverse else g - 1                                                    # the tile's last chunk in time
+        self.P_last, self.C_last = self.P[:, last:last + 1], self.Cg[:, last:last + 1]
+
 def _causal_product(q, k, v, *, chunk_size:int, reverse:bool=False, eps:float|None=None,
                     den:torch.Tensor|None=None, out_dtype:torch.dtype|None=None) -> torch.Tensor:
     """`Σ_{j≤i} (q_i·k_j) v_j` (`j ≥ i` if `reverse`) for (b, h, n, ·) operands, by cache-sized tiles; no autograd.
@@ -186,39 +203,44 @@ def _causal_product(q, k, v, *, chunk_size:int, reverse:bool=False, eps:float|No
     Hb = min(max(1, rows // L), B if flat else h)                                     # ... of Hb heads
     out = torch.empty(b, h, n, e - 1 if eps is not None else e, dtype=out_dtype or cdt, device=dev)
     sizes = [Hb * s for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e)]
-    wq, wk, wv, wA, wC, wP, wo = _scratch(sum(sizes), cdt, dev).split(sizes)         # flat workspaces, reused by every tile
+    ws = _scratch(sum(sizes), cdt, dev).split(sizes)                                   # flat workspaces, reused by every tile
     tri = torch.ones(G, G, dtype=cdt, device=dev)
     tri = tri.triu_(1) if reverse else tri.tril_(-1)                                   # T_tt' = 1 for chunks t' before (after) t
-    carry = torch.zeros(Hb, 1, d * e, dtype=cdt, device=dev)                          # Σ of the states of the tiles done
+    carry = torch.empty(Hb, 1, d * e, dtype=cdt, device=dev)                          # Σ of the states of the tiles done
     if flat: blocks = [(slice(i, min(i + Hb, B)),) for i in range(0, B, Hb)]           # head blocks across the batch ...
     else: blocks = [(i, slice(j, min(j + Hb, h))) for i in range(b) for j in range(0, h, Hb)]  # ... or within one item
     as3 = lambda t: _bh_view(t) if flat and isinstance(t, torch.Tensor) else t
-    q, k, v, qc, kc, vc, o3, den = map(as3, (q, k, v, qc, kc, vc, out, den))
-    starts = range(0, n, L)
+    srcs = [tuple(map(as3, p)) for p in ((q, qc), (k, kc), (v, vc))]
+    o3, den = as3(out), as3(den)
+    tiles = range(-(-n // L))
+    views, cols_in = {}, None                 # views per tile shape; the full-tile shape whose constant columns are written
     for blk in blocks:
-        hb = len(range(B if flat else h)[blk[-1]])
+        cut = lambda t: t[blk].split(L, 1) if isinstance(t, torch.Tensor) else t      # this head block, cut into tiles
+        parts = [(cut(t), cut(col)) for t, col in srcs]
+        o_t, den_t = cut(o3), cut(den)
         carry.zero_()
-        for s in (reversed(starts) if reverse else starts):
-            l = min(L, n - s); g = -(-l // c); lp = g * c; hg = hb * g; rows_ = blk + (slice(s, s + l),)
-            def load(w, t, col, width):                                                 # tile of t (and col) → workspace
-                w = w[:hb * lp * width].view(hb, lp, width)
-                w[:, :l, :t.shape[-1]].copy_(t[rows_])
-                if col is not None: w[:, :l, -1] = col[rows_] if isinstance(col, torch.Tensor) else col
-                if lp > l: w[:, l:] = 0                                                 # padded rows: inert
-                return w.view(hg, c, width)
-            qt, kt, vt = load(wq, q, qc, d), load(wk, k, kc, d), load(wv, v, vc, e)
-            C = torch.bmm(kt.transpose(1, 2), vt, out=wC[:hg * d * e].view(hg, d, e)).view(hb, g, d * e)  # C_t = φK_tᵀ V_t
-            P = torch.baddbmm(carry[:hb], tri[:g, :g].expand(hb, g, g), C, out=wP[:hg * d * e].view(hb, g, d * e))  # S̄_t
-            last = 0 if reverse else g - 1
-            torch.add(P[:, last:last + 1], C[:, last:last + 1], out=carry[:hb])         # the state leaving the tile
-            A = torch.bmm(qt, kt.transpose(1, 2), out=wA[:hg * c * c].view(hg, c, c))  # φq_i·φk_j inside each chunk
-            A = A.triu_() if reverse else A.tril_()                                     # j ≤ i (j ≥ i)
-            o = torch.bmm(qt, P.view(hg, d, e), out=wo[:hg * c * e].view(hg, c, e)).baddbmm_(A, vt)  # φQ_t S̄_t + (A⊙M) V_t
-            o = o.view(hb, lp, e)[:, :l]
-            if eps is None: o3[rows_].copy_(o)
+        for j in (reversed(tiles) if reverse else tiles):
+            hb, l = o_t[j].shape[:2]; g = -(-l // c); padded = g * c > l
+            T = views.get((hb, g)) or views.setdefault((hb, g), _TileViews(ws, hb, g, c, d, e, tri, carry, reverse))
+            for w, (t, col) in zip((T.q, T.k, T.v), parts):                            # tile of t (and col) → workspace
+                if col is None: (w[:, :l] if padded else w).copy_(t[j])
+                else:
+                    w[:, :l, :-1].copy_(t[j])
+                    if isinstance(col, tuple): w[:, :l, -1] = col[j]
+                    elif padded or cols_in != (hb, g): w[:, :, -1] = col                 # a number: once per tile shape
+                if padded: w[:, l:] = 0                                                 # padded rows: inert
+            cols_in = None if padded else (hb, g)
+            torch.bmm(T.kT, T.v3, out=T.C)                                              # C_t = φK_tᵀ V_t
+            torch.baddbmm(T.carry, T.tri, T.Cg, out=T.P)                                # S̄_t = carry + Σ_{t'<t} C_t'
+            torch.add(T.P_last, T.C_last, out=T.carry)                                  # the state leaving the tile
+            A = torch.bmm(T.q3, T.kT, out=T.A)                                          # φq_i·φk_j inside each chunk
+            A.triu_() if reverse else A.tril_()                                         # j ≤ i (j ≥ i)
+            torch.bmm(T.q3, T.P3, out=T.o).baddbmm_(A, T.v3)                            # φQ_t S̄_t + (A⊙M) V_t
+            o2, num, dn = (T.o2[:, :l], T.num[:, :l], T.den[:, :l]) if padded else (T.o2, T.num, T.den)
+            if eps is None: o_t[j].copy_(o2)
             else:
-                if den is not None: den[rows_] = o[..., -1]
-                torch.div(o[..., :-1], o[..., -1:].clamp_min_(eps), out=o3[rows_])
+                if den_t is not None: den_t[j].copy_(dn[..., 0])
+                torch.div(num, dn.clamp_min_(eps), out=o_t[j])
     return out
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-036
@@ -257,7 +279,9 @@ def causal_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) quer
     _check_qkv(q, k, v, same_len=True)
     check_int(chunk_size, 'chunk_size'); check_float(eps, 'eps')
     with _no_autocast(q.device):
-        return _CausalLinearAttention.apply(q, k, v, chunk_size, eps)
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            return _CausalLinearAttention.apply(q, k, v, chunk_size, eps)
+        return _causal_product(q, k, (v, 1.), chunk_size=chunk_size, eps=eps, out_dtype=q.dtype)  # nothing kept for a backward
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-044
 class LinearAttentionState(NamedTuple):
@@ -462,24 +486,30 @@ def benchmark_causal(ns:Sequence[int], # sequence lengths
                      forms:Sequence[str]=('chunked', 'chunked_plain', 'sdpa'), # keys of CAUSAL_FORMS
                      b:int=1, h:int=8, d:int=64, e:int=64, # batch, heads, feature and value width
                      backward:bool=False, # time forward + backward instead of forward
-                     repeats:int=3, # timed runs per point (after one warm-up); the median is reported
+                     repeats:int=3, # timed rounds per point (after one warm-up); the median is reported
                      memory:bool=False, # also measure extra peak memory (MiB) in a fresh process
                      threads:int|None=2, # torch threads (None: leave as is)
                      max_n:dict|None=None, # skip a form above this n, e.g. {'quadratic': 4096}
                     ) -> list:
-    "Time (and peak memory) of causal forms against n; rows of dicts: form, n, backward, time_s, time_min_s, [gflops], [peak_mb]."
+    """Time (and peak memory) of causal forms against n; rows of dicts: form, n, backward, time_s, time_min_s, times_s,
+    [gflops], [peak_mb]. The forms take turns within each round, so a machine whose speed drifts slows them alike."""
     for f in forms: check_choice(f, 'forms', tuple(CAUSAL_FORMS))
     max_n, rows = default(max_n, {}), []
     for n in ns:
         gen = torch.Generator().manual_seed(0)
         q, k = (elu_feature_map(torch.randn(b, h, n, d, generator=gen)).requires_grad_(backward) for _ in range(2))
         v = torch.randn(b, h, n, e, generator=gen).requires_grad_(backward)
-        for form in forms:
-            if n > max_n.get(form, float('inf')): continue
-            fn = CAUSAL_FORMS[form]
-            run = (lambda: fn(q, k, v).sum().backward()) if backward else (lambda: fn(q, k, v))
-            with num_threads(threads), torch.set_grad_enabled(backward): med, mn = _times(run, repeats=repeats)
-            row = dict(form=form, n=n, backward=backward, time_s=med, time_min_s=mn)
+        fns = {f: CAUSAL_FORMS[f] for f in forms if n <= max_n.get(f, float('inf'))}
+        runs = {f: (lambda fn=fn: fn(q, k, v).sum().backward()) if backward else (lambda fn=fn: fn(q, k, v)) for f, fn in fns.items()}
+        times = {f: [] for f in runs}
+        with num_threads(threads), torch.set_grad_enabled(backward):
+            for run in runs.values(): run()                                               # warm-up
+            for _ in range(repeats):
+                for f, run in runs.items():
+                    t0 = time.perf_counter(); run(); times[f].append(time.perf_counter() - t0)
+        for form, ts in times.items():
+            med = statistics.median(ts)
+            row = dict(form=form, n=n, backward=backward, time_s=med, time_min_s=min(ts), times_s=ts)
             if form in ('chunked', 'chunked_plain') and not backward:
                 row['gflops'] = causal_linear_flops(n, b, h, d, e) / med / 1e9
             if memory:
