@@ -5,10 +5,11 @@ Cells flagged `#| slow` or `#| cuda` (settings.ini `tst_flags`) are left out unl
 
     python nbs/_run_tutorials.py [--out _executed] [--flags "slow"] [NOTEBOOK ...]
 """
-import argparse, re, sys, time
+import argparse, re, sys, tempfile, time
 from pathlib import Path
 
 import nbformat
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 NBS = Path(__file__).resolve().parent
@@ -24,7 +25,11 @@ def run(nb_path: Path, out: Path, skip: set, timeout: int = 1800) -> float:
     nb = nbformat.read(nb_path, as_version=4)
     nb.cells = [c for c in nb.cells if c.cell_type != 'code' or not (flags_of(c.source) & skip)]
     t0 = time.time()
-    NotebookClient(nb, timeout=timeout, kernel_name='python3', resources={'metadata': {'path': str(NBS)}}).execute()
+    with tempfile.TemporaryDirectory() as sockets:          # local sockets, not TCP ports: a private kernel per notebook
+        km = KernelManager(kernel_name='python3', transport='ipc', ip=f'{sockets}/kernel')
+        try: NotebookClient(nb, km=km, timeout=timeout, resources={'metadata': {'path': str(NBS)}}).execute()
+        finally:
+            if km.has_kernel: km.shutdown_kernel()             # the client leaves a kernel it was given running
     nbformat.write(nb, out / nb_path.name)
     return time.time() - t0
 
