@@ -1,4 +1,5 @@
-"""The benchmark command on tiny sizes: it runs every available mechanism, writes its files, one row per mechanism×n.
+"""The benchmark harness on tiny sizes: every available mechanism runs and is written to files, one row per
+mechanism × n; the timing helper interleaves; bad arguments are refused by name.
 
 No timing assertions: timings on a shared machine are measured and reported, never asserted.
 """
@@ -6,41 +7,49 @@ import csv, math
 
 import pytest
 
-from efficient_attention_nb.bench import BENCH_CASES, bench_cli, select_cases
+from efficient_attention_nb.bench import (BENCH_CASES, CAUSAL_FORMS, benchmark_causal, benchmark_lm_step,
+                                          interleaved_times, ratio_spread, run_bench, select_cases)
 
 NS = (32, 48)
 
 
-def _rows(out):
-    with open(out / 'bench.csv', newline='') as f: return list(csv.DictReader(f))
+def _rows(path):
+    with open(path, newline='') as f: return list(csv.DictReader(f))
 
 
-def test_quick_bench_every_mechanism(tmp_path, capsys):
-    rc = bench_cli(['--n', *map(str, NS), '--backward', '--memory', 'none', '--repeats', '1', '--warmup', '0',
-                    '--threads', '1', '--out', str(tmp_path), '--no-progress'])
-    assert rc == 0
-    for name in ('bench.csv', 'bench.md', 'bench.png', 'gflops.png'):
-        assert (tmp_path / name).stat().st_size > 0, name
-    rows = _rows(tmp_path)
+def test_quick_bench_every_mechanism(tmp_path):
+    log = []
+    paths = run_bench(list(NS), backward=True, memory='none', repeats=1, warmup=0, threads=1, out=tmp_path,
+                      log=log.append)
+    for name in ('csv', 'md', 'png', 'gflops'):
+        assert paths[name].stat().st_size > 0, name
+    rows = _rows(paths['csv'])
     names = [c.name for c in select_cases(log=None)]
     assert {'sdpa', 'sdpa_causal', 'causal_chunked', 'causal_step', 'linformer', 'lama'} <= set(names)
     assert sorted((r['mechanism'], int(r['n'])) for r in rows) == sorted((m, n) for m in names for n in NS)
-    assert all(r['status'] == 'ok' for r in rows), [(r['mechanism'], r['status']) for r in rows if r['status'] != 'ok']
+    bad = [(r['mechanism'], r['status']) for r in rows if r['status'] != 'ok']
+    assert all(BENCH_CASES[m].peer for m, _ in bad), bad                   # a peer's own limits are reported
     for r in rows:
+        if r['status'] != 'ok': continue
         assert float(r['fwd_ms']) > 0
         if BENCH_CASES[r['mechanism']].backward: assert float(r['fwdbwd_ms']) > 0
         if r['baseline']: assert float(r['speedup_fwd']) > 0
-    md = (tmp_path / 'bench.md').read_text()
+    md = paths['md'].read_text()
     assert md.count('\n| ') >= len(rows) and 'float32 matmul rate' in md
-    out = capsys.readouterr().out
-    assert 'wrote' in out and 'bench.csv' in out
+    assert log[-1].startswith('wrote ') and 'bench.csv' in log[-1]
+
+
+def test_batch_and_heads_reach_the_config(tmp_path):
+    paths = run_bench([40], mechanisms=['causal_chunked'], batch=3, heads=4, memory='none', repeats=1, threads=1,
+                      out=tmp_path, log=None)
+    assert 'b=3, dim=512, heads=4' in paths['md'].read_text()
+    assert {r['mechanism'] for r in _rows(paths['csv'])} == {'sdpa_causal', 'causal_chunked'}
 
 
 def test_bench_memory_in_fresh_process(tmp_path):
-    rc = bench_cli(['--n', '256', '--mechanisms', 'causal_chunked', '--backward', '--repeats', '1', '--threads', '1',
-                    '--out', str(tmp_path), '--no-progress'])
-    assert rc == 0
-    rows = {r['mechanism']: r for r in _rows(tmp_path)}
+    paths = run_bench([256], mechanisms=['causal_chunked'], backward=True, repeats=1, threads=1, out=tmp_path,
+                      log=None)
+    rows = {r['mechanism']: r for r in _rows(paths['csv'])}
     assert set(rows) == {'sdpa_causal', 'causal_chunked'}
     for r in rows.values():
         assert math.isfinite(float(r['mem_fwdbwd_mb'])) and float(r['mem_fwdbwd_mb']) >= 0
@@ -55,7 +64,34 @@ def test_missing_peers_are_one_line_notices():
     assert all('\n' not in m for m in msgs)
 
 
-@pytest.mark.parametrize('argv', [['--n', '0'], ['--mechanisms', 'flash'], ['--repeats', '0'], ['--dim', '500']])
-def test_bad_arguments_exit_2(argv, tmp_path):
-    with pytest.raises(SystemExit) as e: bench_cli(argv + ['--out', str(tmp_path)])
-    assert e.value.code == 2
+@pytest.mark.parametrize('kwargs, name', [(dict(ns=[0]), 'ns'), (dict(mechanisms=['flash']), 'mechanisms'),
+                                          (dict(repeats=0), 'repeats'), (dict(dim=500), 'dim'),
+                                          (dict(batch=0), 'batch'), (dict(memory='peak'), 'memory')])
+def test_bad_arguments_name_themselves(kwargs, name, tmp_path):
+    with pytest.raises((ValueError, TypeError), match=name): run_bench(**kwargs, out=tmp_path, log=None)
+
+
+def test_interleaved_rounds_and_ratios():
+    calls = []
+    ts = interleaved_times({'a': lambda: calls.append('a'), 'b': lambda: calls.append('b')}, repeats=2, warmup=1)
+    assert calls == ['a', 'b'] * 3 and [len(t) for t in ts.values()] == [2, 2]
+    assert ratio_spread([4., 6., 5.], [1., 2., 1.]) == (5., 3., 5.)
+
+
+def test_causal_forms_agree_and_time():
+    import torch
+    q, k, v = (torch.randn(2, 2, 29, 8, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    ref = CAUSAL_FORMS['quadratic'](q, k, v)
+    for name in ('cumsum', 'chunked', 'chunked_plain', 'recurrent'):
+        torch.testing.assert_close(CAUSAL_FORMS[name](q, k, v), ref, atol=1e-4, rtol=1e-4)
+    rows = benchmark_causal([33], forms=('chunked', 'sdpa'), b=2, h=2, d=8, e=8, backward=True, rearranged=True,
+                            repeats=2, threads=1)
+    assert [(r['form'], len(r['times_s'])) for r in rows] == [('chunked', 2), ('sdpa', 2)]
+
+
+def test_lm_step_rows():
+    rows = benchmark_lm_step([(2, 16)], num_tokens=17, dim=16, depth=1, heads=2, local_heads=1, window=4,
+                             repeats=1, threads=1)
+    r = rows[0]
+    assert (r['b'], r['n']) == (2, 16) and r['linear_tok_s'] > 0 and r['softmax_tok_s'] > 0
+    assert r['speedup_lo'] <= r['speedup'] <= r['speedup_hi']
