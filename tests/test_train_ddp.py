@@ -28,10 +28,11 @@ def _torchrun(args, nproc=2, timeout=600):
     env = {k: v for k, v in os.environ.items() if k not in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')}
     env['OMP_NUM_THREADS'] = '1'
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', str(nproc),
-           '-m', 'efficient_attention_nb.train', *args]
+           '-m', 'efficient_attention_nb.cli', *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('attn,task', [('softmax', 'char'), ('linear', 'recall')])
 def test_two_processes_match_one(tmp_path, attn, task):
     if attn == 'linear': pytest.importorskip('efficient_attention_nb.linear_attention')
@@ -41,8 +42,8 @@ def test_two_processes_match_one(tmp_path, attn, task):
     assert r.stdout.count('final loss') == 1, 'only rank 0 should print the summary'
 
     # both ranks end with identical parameters
-    s0 = torch.load(tmp_path / 'ddp' / 'model_rank0.pt', weights_only=True)
-    s1 = torch.load(tmp_path / 'ddp' / 'model_rank1.pt', weights_only=True)
+    s0 = torch.load(tmp_path / 'ddp' / 'model_rank0.pt', weights_only=True)['model']
+    s1 = torch.load(tmp_path / 'ddp' / 'model_rank1.pt', weights_only=True)['model']
     assert s0.keys() == s1.keys()
     for k in s0: assert torch.equal(s0[k], s1[k]), f'{k} differs between rank 0 and rank 1'
 
@@ -50,19 +51,19 @@ def test_two_processes_match_one(tmp_path, attn, task):
     assert ddp['world_size'] == 2 and len(ddp['curve']) == ARGS['steps']
 
     # one process, same global batch, same seed: the same losses and (nearly) the same parameters
-    single = train(attn, task, seq_len=32 if task == 'char' else None, out=tmp_path / 'single', progress=False,
-                   device='cpu', **ARGS)
+    single = train(attn, task, seq_len=32 if task == 'char' else None, out=tmp_path / 'single', device='cpu', **ARGS)
     assert single['world_size'] == 1
     for step, (a, b) in enumerate(zip(ddp['curve'], single['curve'])):
         assert abs(a - b) <= 1e-4 * max(1., abs(b)), f'step {step}: loss {a} under DDP, {b} on one process'
     assert single['curve'][-1] < single['curve'][0], 'the loss should go down within a few steps'
-    s_single = torch.load(tmp_path / 'single' / 'model.pt', weights_only=True)
+    s_single = torch.load(tmp_path / 'single' / 'model.pt', weights_only=True)['model']
     for k in s0:
         torch.testing.assert_close(s0[k], s_single[k], rtol=1e-3, atol=1e-4, msg=lambda m: f'{k}: {m}')
 
     # the saved checkpoint rebuilds the model
-    model, res = load_run(tmp_path / 'ddp')
-    assert res['attn'] == attn and sum(p.numel() for p in model.parameters()) == ddp['params']
+    model, vocab, config = load_run(tmp_path / 'ddp')
+    assert config['attn'] == attn and sum(p.numel() for p in model.parameters()) == ddp['params']
+    assert (vocab is None) == (task == 'recall')
 
 
 def test_batch_must_split_evenly(tmp_path):
@@ -70,4 +71,5 @@ def test_batch_must_split_evenly(tmp_path):
     args[args.index('--batch-size') + 1] = '7'
     r = _torchrun(args)
     assert r.returncode != 0
-    assert 'batch_size (7) must be divisible by the number of processes (WORLD_SIZE) (2)' in r.stderr, r.stderr[-3000:]
+    assert '--batch-size (7) must be divisible by the number of processes (WORLD_SIZE) (2)' in r.stderr, r.stderr[-3000:]
+    assert 'Traceback' not in r.stderr, r.stderr[-3000:]
