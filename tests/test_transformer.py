@@ -1,7 +1,7 @@
 """Property tests of the linear attention transformer on random configurations (the chapter's cells test fixed ones).
 
-Token-level causality, padding inertness, decoding = teacher forcing, state_dict round trip, and hypothesis-drawn
-option combinations. Small sizes, one thread: seconds on a busy 2-core machine.
+Token-level causality, padding inertness, decoding = teacher forcing (from the start and after a parallel prefill),
+state_dict round trip, empty batches, and hypothesis-drawn option combinations. Small sizes, one thread.
 """
 import io
 
@@ -71,7 +71,13 @@ def test_decoding_equals_teacher_forcing(n, heads_local, window, blind, shift, a
         cache, steps = None, []
         for t in range(n):
             lg, cache = lm.step(tok[:, t], cache); steps.append(lg)
-    torch.testing.assert_close(torch.stack(steps, 1), parallel, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(torch.stack(steps, 1), parallel, rtol=1e-4, atol=1e-4)
+        n0 = 1 + seed % n                                         # a parallel prefill of n0 positions, then steps
+        h, cache = lm.body.prefill(lm.embed(tok[:, :n0]))
+        torch.testing.assert_close(lm.head(h), parallel[:, :n0], rtol=1e-4, atol=1e-4)
+        for t in range(n0, n):
+            lg, cache = lm.step(tok[:, t], cache)
+            torch.testing.assert_close(lg, parallel[:, t], rtol=1e-4, atol=1e-4)
 
 
 def test_state_dict_round_trip_and_training_step():
@@ -89,7 +95,8 @@ def test_state_dict_round_trip_and_training_step():
     x = torch.randn(2, 13, 32, requires_grad=True)
     tr = a.transformer
     g1 = torch.autograd.grad(tr(x).square().sum(), [x, *tr.parameters()])
-    g2 = torch.autograd.grad(tr._couple(x, dict(mask=None, context=None, context_mask=None)).square().sum(), [x, *tr.parameters()])
+    coupled = tr._walk(x, lambda i, j, sub, h: sub(h))                          # the same coupling, plain autograd
+    g2 = torch.autograd.grad(coupled.square().sum(), [x, *tr.parameters()])
     for u, v in zip(g1, g2): torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-5)
 
 
@@ -111,11 +118,20 @@ def test_bad_construction(kwargs, err, msg):
 
 def test_bad_calls():
     lm = _lm(n_local_attn_heads=2)
-    with pytest.raises(ValueError, match='x has 41 tokens but max_seq_len=40'): lm(torch.zeros(1, 41, dtype=torch.long))
+    with pytest.raises(ValueError, match='x has 41 tokens but this LinearAttentionTransformerLM was built with max_seq_len=40'):
+        lm(torch.zeros(1, 41, dtype=torch.long))
+    with pytest.raises(TypeError, match='dtype torch.uint8'): lm(torch.zeros(1, 3, dtype=torch.uint8))
     with pytest.raises(ValueError, match=r'x must hold token ids in \[0, 23\), got values in \[0, 23\]'): lm(torch.tensor([[0, 23]]))
     with pytest.raises(TypeError, match='integer token ids'): lm(torch.zeros(1, 3))
     with pytest.raises(ValueError, match='x must have shape'): lm(torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match='input_mask must have shape'): lm(torch.zeros(2, 5, dtype=torch.long), input_mask=torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match='tokens must have shape'): lm.step(torch.zeros(2, 1, dtype=torch.long))
-    with pytest.raises(ValueError, match='step\\(\\) decodes one token at a time and needs causal=True'):
+    with pytest.raises(ValueError, match=r'prefill\(\) and step\(\) decode one position at a time and need causal=True'):
         LinearAttentionTransformer(32, 1, 16).step(torch.zeros(1, 32))
+
+
+@pytest.mark.parametrize('name', list(OPTIONS))
+def test_empty_batch(name):
+    """b = 0 gives an empty output, as torch's own modules do."""
+    lm = _lm(**OPTIONS[name])
+    with torch.no_grad(): assert lm(torch.zeros(0, 7, dtype=torch.long)).shape == (0, 7, 23)
