@@ -1,84 +1,42 @@
-"""Build the docs site offline: nbdev's own notebook processing, rendered by pandoc instead of Quarto.
+"""Build the docs site offline: nbdev's notebook processing, rendered by Sphinx (myst-nb, Furo theme), math by MathJax.
 
-`nbdev_docs` processes every notebook with `nbdev.processors.FilterDefaults` (directives honoured, hidden and export
-cells removed, `show_doc` cells added and executed, names linked) into `_proc/`, then hands the result to Quarto.
-Quarto cannot be installed on these machines, so this script runs the same processing and gives the processed
-notebooks to pandoc (from PyPI `pypandoc-binary`): HTML5 with MathML (no network), highlighted code, saved plots
-extracted as image files, a sidebar in `nbs/sidebar.yml` order, and README.md (GitHub markdown) from index.ipynb.
-The only glue is what Quarto would otherwise do: apply the Quarto cell options nbdev leaves in the processed
-notebooks (`echo`, `output`, `include`, `code-fold`) and point links at pages (`01_lama.ipynb` -> `lama.html`).
+`nbdev_docs` runs nbdev's processors over every notebook (directives honoured, hidden and export cells removed,
+`show_doc` cells executed, names linked) into `_proc/` and hands the result to Quarto. Quarto cannot be installed on
+these machines (its PyPI package downloads the binary at install time), so this script runs the same processing and
+hands the processed notebooks to a well-kept engine instead:
+
+1. **nbdev processing**: `nbdev.processors.FilterDefaults` per notebook, in parallel (what `nbdev_proc_nbs` does),
+   with one change: `show_doc` renders each signature with an argument table built by fastcore's `DocmentTbl` from
+   the docments (nbdev's `renderer` hook; nbdev 2.4.14's default renders the docments as comments only).
+2. **Quarto's part**: the Quarto cell options nbdev leaves (`echo`, `output`, `include`, `code-fold`) are applied,
+   `show_doc` output becomes page content with the heading ids nbdev's links use (`#lama.forward`), links to the
+   published site become relative, links to private names (no anchor on any page) become plain code.
+3. **Rendering**: Sphinx with myst-nb (no execution: the saved outputs are shown) and the Furo theme: search,
+   previous/next, sidebar, table of contents, "view source" links. Math by MathJax 3 from `npm install mathjax@3`
+   into an ignored folder (`nbs/_docs_deps/`); no script is loaded from a CDN, so the site works offline.
+
+README.md (GitHub markdown) is written from index.ipynb by the same steps and pandoc (pypandoc-binary).
 
     python nbs/_build_docs.py [--out _docs] [--proc _proc] [--readme-only] [--no-readme] [--sidebar]
 """
-import argparse, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, re, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent   # the repo root: holds settings.ini
 NBS = ROOT/'nbs'
 SIDEBAR = NBS/'sidebar.yml'
+DEPS = NBS/'_docs_deps'                          # npm packages fetched at build time (git-ignored)
+MATHJAX_VERSION = '3.2.2'
 os.chdir(ROOT)                                   # nbdev's get_config() looks for settings.ini from the cwd
+os.environ.setdefault('KINETO_LOG_LEVEL', '6')   # torch's profiler: no 'USDT: profiler_start' lines in show_doc runs
 
-import yaml, pypandoc
-from fastcore.parallel import parallel
+import yaml
 from execnb.nbio import read_nb, write_nb, mk_cell
 from nbdev.config import get_config
 from nbdev.doclinks import _nbpath2html     # nbdev's page naming: 01_lama.ipynb -> lama.html
 from nbdev.process import extract_directives
-from nbdev.processors import FilterDefaults
-import nbdev.serve_drv
 
-# pandoc markdown extensions Quarto relies on (link attributes in show_doc, ::: divs, {#id} headers, footnotes)
-FROM = 'ipynb' + ''.join('+'+e for e in ['link_attributes', 'fenced_divs', 'bracketed_spans', 'header_attributes',
-    'footnotes', 'fenced_code_attributes', 'inline_code_attributes', 'definition_lists', 'implicit_figures'])
-
-LUA = r'''-- links: site-absolute -> relative (site), NN_x.ipynb -> page; drop code blocks emptied by `echo: false`
-local cfg = pandoc.json.decode(os.getenv('NBDOCS_LINKS'))
-function Link(l)
-  local t = l.target
-  if cfg.strip ~= '' and t:sub(1, #cfg.strip) == cfg.strip then t = t:sub(#cfg.strip + 1) end
-  local f, frag = t:match('^%.?/?([^#?/]+%.ipynb)(.*)$')
-  if f and cfg.pages[f] then t = cfg.base .. cfg.pages[f] .. frag end
-  l.target = t
-  return l
-end
-function CodeBlock(b) if b.text:match('^%s*$') then return {} end end
-function Div(d) if cfg.unwrap then return d.content end end   -- README: no notebook-cell <div>s in GitHub markdown
-'''
-
-TEMPLATE = r'''<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="nbdev + pandoc">
-<title>$pagetitle$ – $site$</title>
-$if(description-meta)$<meta name="description" content="$description-meta$">$endif$
-<style>
-$highlighting-css$
-</style>
-<link rel="stylesheet" href="styles.css">
-</head>
-<body>
-<nav class="sidebar" aria-label="Chapters">
-<a class="site-title" href="index.html">$site$</a>
-$sidebar$
-<p class="repo"><a href="$repo$">Source on GitHub</a></p>
-</nav>
-<main>
-<header id="title-block-header">
-<h1 class="title">$title$</h1>
-$if(description)$<p class="description">$description$</p>$endif$
-</header>
-$if(toc)$<nav id="TOC" class="toc" aria-label="On this page"><h2>On this page</h2>
-$table-of-contents$
-</nav>$endif$
-$body$
-<footer><p>Generated from <code>nbs/$notebook$</code> by nbdev's notebook processing and pandoc.</p></footer>
-</main>
-</body>
-</html>
-'''
-
+# ---------------------------------------------------------------------------------------------- notebook list
 def _sidebar_nbs():
     "Notebook names listed in nbs/sidebar.yml, in order."
     return yaml.safe_load(SIDEBAR.read_text())['website']['sidebar']['contents']
@@ -102,12 +60,166 @@ def write_sidebar():
     SIDEBAR.write_text(yaml.dump({'website': {'sidebar': {'contents': nbs}}}, sort_keys=False, indent=2))
     print(f'wrote {SIDEBAR} ({len(nbs)} notebooks)')
 
-def process(names, proc):
-    "nbdev's docs processing (what `nbdev_proc_nbs` runs per notebook) of `names` into folder `proc`."
-    proc.mkdir(parents=True, exist_ok=True)
-    jobs = [(NBS/n, proc/n, FilterDefaults) for n in names]
-    parallel(nbdev.serve_drv.main, jobs, n_workers=min(len(jobs), os.cpu_count() or 1), method='spawn')
+# ---------------------------------------------------------------------------------------------- 1. nbdev processing
+def _anno(a):
+    "An annotation as a reader writes it: `int`, `Callable | None`, `torch.Tensor`."
+    import inspect
+    if a is inspect.Parameter.empty: return ''
+    s = a if isinstance(a, str) else getattr(a, '__name__', None) if isinstance(a, type) else None
+    s = s or inspect.formatannotation(a)
+    return re.sub(r'\b(?:typing|collections\.abc|efficient_attention_nb\.\w+)\.', '', s).replace(' | ', '|')
 
+def _default(d):
+    "A default value as a reader writes it: `tanh`, not `<built-in method tanh of type object at 0x..>`."
+    return getattr(d, '__name__', None) or repr(d)
+
+def _cell(s): return str(s).replace('|', '\\|').replace('\n', ' ')
+
+def arg_table(sym):
+    "Markdown table of `sym`'s arguments from its docments (type, default, details), '' when none is documented."
+    import inspect
+    from fastcore.docments import docments
+    try: dm = docments(sym, full=True, args_kwargs=True)
+    except Exception: return ''
+    dm.pop('self', None)
+    ret = dm.pop('return', None) or {}
+    if not any(v.get('docment') for v in dm.values()): return ''
+    def default(v):
+        d = v.get('default', inspect.Parameter.empty)
+        return '' if d is inspect.Parameter.empty else _default(d)
+    rows = ['| | Type | Default | Details |', '|---|---|---|---|']
+    kinds = {}
+    try: kinds = {n: p.kind for n, p in inspect.signature(sym).parameters.items()}
+    except Exception: pass
+    star = lambda k: ('**' if kinds.get(k) == inspect.Parameter.VAR_KEYWORD else
+                      '*' if kinds.get(k) == inspect.Parameter.VAR_POSITIONAL else '') + k
+    rows += [f"| `{star(k)}` | {_cell(_anno(v.get('anno', inspect.Parameter.empty)))} | {_cell(default(v))} "
+             f"| {_cell(v.get('docment') or '')} |" for k, v in dm.items()]
+    if ret.get('docment') or (ret.get('anno', inspect.Parameter.empty) not in (inspect.Parameter.empty, None)):
+        rows.append(f"| **Returns** | {_cell(_anno(ret.get('anno', inspect.Parameter.empty)))} | "
+                    f"| {_cell(ret.get('docment') or '')} |")
+    return '\n'.join(rows)
+
+def signature_md(sym, name, width=100):
+    "`def name(a:int, *, b=1)->T:` (or `class name(...):`) wrapped at `width`: kw-only and positional-only marks kept."
+    import inspect
+    try: sig = inspect.signature(sym)          # annotations as written (no eval: `torch.Tensor|None`, not `Optional[..]`)
+    except Exception: return None
+    def _show_param(p):
+        pre = '*' if p.kind == p.VAR_POSITIONAL else '**' if p.kind == p.VAR_KEYWORD else ''
+        a = '' if p.annotation is p.empty else ':' + _anno(p.annotation)
+        d = '' if p.default is p.empty else '=' + _default(p.default)
+        return pre + p.name + a + d
+    parts, star, pos_only = [], False, False
+    for i, p in enumerate(sig.parameters.values()):
+        if i == 0 and p.name == 'self': continue
+        if p.kind == p.POSITIONAL_ONLY: pos_only = True
+        elif pos_only: parts.append('/'); pos_only = False
+        if p.kind == p.VAR_POSITIONAL: star = True
+        if p.kind == p.KEYWORD_ONLY and not star: parts.append('*'); star = True
+        parts.append(_show_param(p))
+    if pos_only: parts.append('/')
+    is_cls = inspect.isclass(sym)
+    ret = '' if is_cls or sig.return_annotation is sig.empty else '->' + _anno(sig.return_annotation)
+    lines, cur = [], ''
+    for x in parts:
+        if cur and len(cur) + len(x) + 2 > width - 4: lines.append(cur + ','); cur = ''
+        cur = f'{cur}, {x}' if cur else x
+    if cur: lines.append(cur)
+    head = f"{'class' if is_cls else 'def'} {name}("
+    if not lines: return head + f'){ret}:'
+    if len(head) + len(lines[0]) + len(ret) + 2 <= width and len(lines) == 1: return f'{head}{lines[0]}){ret}:'
+    return head + '\n' + '\n'.join('    ' + l for l in lines) + f'\n){ret}:'
+
+def _source_link(sym, url):
+    "nbdev's [source] URL, with the line number taken from the object where nbdev's index has none."
+    import inspect
+    if url and url.endswith('#LNone'):
+        try: url = url[:-len('None')] + str(inspect.getsourcelines(inspect.unwrap(sym))[1])
+        except Exception: url = url[:-len('#LNone')]
+    return url
+
+def _docs(text):
+    "The docstring shown: the summary in italics, the rest dedented; its `Args:` list dropped (the table has it)."
+    import textwrap
+    text = re.split(r'\n\s*Args:\s*\n', text or '')[0].strip()
+    if not text: return ''
+    first, _, rest = text.partition('\n')
+    rest = textwrap.dedent(rest).strip()
+    return f'*{first.strip()}*' + (f'\n\n{rest}' if rest else '')
+
+def _renderer():
+    "nbdev's show_doc renderer: heading, [source] link, signature, docstring, and an argument table from the docments."
+    from nbdev.showdoc import BasicMarkdownRenderer, _ext_link, NbdevLookup
+
+    class ArgTableRenderer(BasicMarkdownRenderer):
+        def __init__(self, sym, name=None, **kw):
+            super().__init__(sym, name=name, **kw)
+            if name is None and '.' in getattr(sym, '__qualname__', '') and '.' not in self.nm:   # @patch over
+                self.nm, self.fn = sym.__qualname__, f'{sym.__module__}.{sym.__qualname__}'
+            # another decorator (`@torch.no_grad()`): the wrapper has the `Class.method` name, the function does not
+
+        def _repr_markdown_(self):
+            md = f"{'#' * self.title_level} {self.nm}\n\n"
+            src = _source_link(self.sym, NbdevLookup().code(self.fn))
+            if src: md += _ext_link(src, 'source', 'class="source-link"') + '\n\n'
+            sig = signature_md(self.sym, self.nm.split('.')[-1]) if callable(self.sym) else None
+            md += f'```python\n{sig or self.dm}\n```\n\n'
+            docs = _docs(getattr(self.sym, '__doc__', None) if sig else self.docs)
+            if docs: md += docs + '\n\n'
+            tbl = arg_table(self.sym)
+            if tbl: md += tbl + '\n'
+            return md
+    return ArgTableRenderer
+
+class _NoShowDocExec:
+    "nbdev's processors without `exec_show_docs`: show_doc cells keep the outputs saved in the notebook."
+    def __init__(self):
+        from nbdev.processors import FilterDefaults, exec_show_docs
+        self.f = FilterDefaults()
+        self.f.base_procs = lambda: [p for p in FilterDefaults.base_procs(self.f) if p is not exec_show_docs]
+    def __call__(self, nb): return self.f(nb)
+
+def _process_one(job):
+    "Worker: nbdev's docs processing of one notebook (show_doc with argument tables); returns an error or None."
+    src, dst, fallback = job
+    import nbdev.showdoc
+    from nbdev.processors import FilterDefaults
+    nbdev.showdoc.BasicMarkdownRenderer = _renderer()   # show_doc's default renderer (looked up at call time)
+    main = sys.modules['__main__']      # IPython (nbdev's CaptureShell) replaces it; the next job needs it back
+    nb = read_nb(src)
+    flags = set(get_config().get('tst_flags', '').split())
+    for c in nb.cells:      # nbdev runs every cell holding an import; never the slow/cuda ones (minutes, or no GPU)
+        if c.cell_type == 'code' and flags & set(re.findall(r'^\s*#\|\s*(\w+)\s*$', c.source, re.M)):
+            c.source = '#| eval: false\n' + c.source
+    os.environ['IN_TEST'] = '1'         # as nbdev.serve_drv does
+    try:
+        (_NoShowDocExec if fallback else FilterDefaults)()(nb)
+        write_nb(nb, dst)
+    except Exception as e:
+        cause = f'{type(e.__cause__).__name__}: {e.__cause__}' if e.__cause__ else ''
+        return f'{Path(src).name}: {str(e).splitlines()[0]} {cause}'
+    finally: sys.modules['__main__'] = main
+
+def process(names, proc, keep_going=False):
+    """nbdev's docs processing (what `nbdev_proc_nbs` runs per notebook) of `names` into folder `proc`.
+    A notebook whose doc cells fail stops the build (as `nbdev_docs` does); with `keep_going` it is processed
+    again without running them (its saved show_doc outputs are used) and the build goes on."""
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing as mp
+    proc.mkdir(parents=True, exist_ok=True)
+    jobs = [(str(NBS/n), str(proc/n), False) for n in names]
+    with ProcessPoolExecutor(min(len(jobs), os.cpu_count() or 1), mp_context=mp.get_context('spawn')) as ex:
+        errs = [e for e in ex.map(_process_one, jobs) if e]
+        if errs and not keep_going:
+            sys.exit('nbdev doc processing failed (imports belong in cells of their own, see CONVENTIONS §5):\n  '
+                     + '\n  '.join(errs))
+        for e in errs: print(f'warning: {e}\n  -> processed without running its show_doc cells', file=sys.stderr)
+        again = [(str(NBS/n), str(proc/n), True) for n in names if any(e.startswith(n + ':') for e in errs)]
+        errs = [e for e in ex.map(_process_one, again) if e]
+        if errs: sys.exit('nbdev doc processing failed:\n  ' + '\n  '.join(errs))
+
+# ---------------------------------------------------------------------------------------------- 2. Quarto's part
 def _frontmatter(nb):
     "Pop the frontmatter raw cell nbdev's FrontmatterProc put first; return it as a dict."
     c = nb.cells[0]
@@ -116,8 +228,22 @@ def _frontmatter(nb):
         return yaml.safe_load(c.source.strip().strip('-')) or {}
     return {}
 
+_TEX = {r'\top': 'ᵀ', r'\times': '×', r'\cdot': '·', r'\le': '≤', r'\ge': '≥', r'\in': '∈', r'\sum': 'Σ',
+        r'\phi': 'φ', r'\varphi': 'φ', r'\sigma': 'σ', r'\to': '→', r'\ll': '≪', r'\approx': '≈', r'\log': 'log',
+        r'\mathbb{R}': 'ℝ', r'\infty': '∞', r'\Delta': 'Δ', r'\beta': 'β', r'\alpha': 'α', r'\ldots': '…'}
+def plain_text(s):
+    "Text with its `$...$` math written in plain characters (for meta descriptions, titles, the sidebar)."
+    def _math(m):
+        t = m.group(1)
+        for k in sorted(_TEX, key=len, reverse=True): t = re.sub(re.escape(k) + r'(?![a-zA-Z])', _TEX[k], t)
+        t = re.sub(r'\\(?:mathrm|text|mathbf|operatorname|mathcal)\{([^}]*)\}', r'\1', t)
+        t = re.sub(r'\^\{([^}]*)\}', r'^\1', t)
+        t = re.sub(r'\\[a-zA-Z]+', '', t).replace('{', '').replace('}', '').replace('\\', '')
+        return ' '.join(t.split()).replace('^ᵀ', 'ᵀ')
+    return re.sub(r'\$\$?([^$]+)\$\$?', _math, s).replace('`', '')
+
 def _split_at_headings(c):
-    "A markdown cell as one cell per heading: pandoc's table of contents lists only headings that open a cell."
+    "A markdown cell as one cell per heading (each heading opens a cell, as in Quarto's output)."
     parts, fence = [[]], False
     for line in c.source.splitlines(keepends=True):
         if line.lstrip().startswith('```'): fence = not fence
@@ -128,7 +254,7 @@ def _split_at_headings(c):
 
 def _quarto_opts(nb):
     "Apply the Quarto cell options left in processed notebooks, as `quarto render` would; return the new cells."
-    cells = []
+    cells, shown = [], set()
     for c in nb.cells:
         c.pop('has_sd', None)
         if c.cell_type == 'markdown': cells += _split_at_headings(c); continue
@@ -136,7 +262,7 @@ def _quarto_opts(nb):
         d = extract_directives(c)    # removes the `#|` lines from the source; keys like 'echo:' -> ['false']
         opt = lambda k: (d.get(k+':') or [''])[0].strip('"\'').lower()
         for o in c.get('outputs', []):
-            if o.get('execution_count', 0) is None: o['execution_count'] = 0   # pandoc wants an int here
+            if o.get('execution_count', 0) is None: o['execution_count'] = 0   # pandoc (README) wants an int here
             data = o.get('data', {})
             if any(k.startswith('image/') for k in data): data.pop('text/plain', None)  # the picture, not its repr
         if opt('include') == 'false': continue
@@ -145,33 +271,147 @@ def _quarto_opts(nb):
             md = [''.join(o['data'].get('text/markdown') or o['data'].get('text/plain', ''))
                   for o in c.outputs if 'data' in o]
             c.outputs = [o for o in c.outputs if 'data' not in o]
-            if opt('echo') != 'false': cells.append(c)
-            cells += [mk_cell(s, 'markdown') for s in md]
+            if opt('echo') != 'false' or c.outputs: cells.append(c)
+            heads = [m.group(2) for s in md for m in [_HEAD.search(s)] if m]
+            if heads and heads[0] in shown: continue     # nbdev added a second show_doc for a decorated @patch method
+            shown.update(heads)
+            for s in md: cells += _split_at_headings(mk_cell(s, 'markdown'))
             continue
-        if opt('echo') == 'false': c.source = ''
-        fold = opt('code-fold')
-        if fold in ('true', 'show') and c.source:
-            summary = (d.get('code-summary:') or ['Code'])[0].strip('"\'')
-            html = lambda s: mk_cell(s, 'raw', metadata={'format': 'text/html'})
-            cells += [html(f'<details class="code-fold"{" open" if fold == "show" else ""}><summary>{summary}</summary>'),
-                      c, html('</details>')]
-            continue
+        if opt('echo') == 'false': c.metadata['tags'] = ['remove-input']   # myst-nb: show the outputs only
+        if opt('code-fold') in ('true', 'show'): c.metadata['tags'] = ['hide-input']
         cells.append(c)
     return cells
 
-def _pandoc(args, cwd, links):
-    env = dict(os.environ, NBDOCS_LINKS=json.dumps(links))
-    subprocess.run([pypandoc.get_pandoc_path(), *args], cwd=cwd, env=env, check=True)
+def _links(md, site_url, pages):
+    """Links to pages (`NN_x.ipynb`, `x.html`) -> the site's absolute URL, as nbdev writes its own doc links (made
+    relative in the built HTML); links to private names (no anchor on any page, e.g. `_tileviews`) -> plain code."""
+    def page(m):
+        f, frag = m.group(1), m.group(2) or ''
+        return f'](' + site_url + pages.get(f, f) + frag + ')'
+    md = re.sub(r'\]\(\.?/?([\w.-]+\.(?:ipynb|html))(#[^)\s]*)?\)', page, md)
+    return re.sub(r'\[(`?_\w[\w.]*`?)\]\([^)\s]*#_[^)\s]*\)', r'\1', md)
 
-def _sidebar_html(pages, current):
-    "The chapter list, current page marked."
-    active = ' class="active" aria-current="page"'
-    items = [f'<li{active if p["html"] == current else ""}><a href="{p["html"]}">{p["label"]}</a></li>' for p in pages]
-    return '<ul class="chapters">\n' + '\n'.join(items) + '\n</ul>'
+_HEAD = re.compile(r'^(#{1,6}) (\S.*?)\s*$', re.M)
+def _show_doc_ids(md):
+    "Give show_doc headings the ids nbdev's links (and Quarto) use: `### LAMA.forward` -> `#lama.forward`."
+    if not re.match(r'#{1,6} [\w.]+\s*\n\n(\[source\]|```python\n)', md): return md   # not a show_doc block
+    def anchor(m):
+        name = m.group(2)
+        if not re.fullmatch(r'[\w.]+', name): return m.group(0)
+        return f'<span class="api-anchor" id="{name.lower()}"></span>\n\n{m.group(0)}'
+    return _HEAD.sub(anchor, md, count=1)
 
-def _html_escape(s): return s.replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;').replace('"', '&quot;')
+def _own_api_ids(html):
+    """The API anchors own their ids: a section Sphinx gave the same id (a prose heading named like a class) is
+    renamed `<id>-section`, and the page's own `#<id>` links (table of contents) follow it."""
+    for a in set(re.findall(r'<span class="api-anchor" id="([^"]+)"></span>', html)):
+        other = re.compile(r'(<(?!span class="api-anchor")[a-z]+\b[^>]*?) id="' + re.escape(a) + '"')
+        if other.search(html):
+            html = other.sub(r'\1 id="' + a + '-section"', html)
+            html = html.replace(f'href="#{a}"', f'href="#{a}-section"')
+    return html
 
-def build(out=None, proc=None, readme=True, site=True):
+def finish(nb, fm, site_url, pages, name):
+    "A processed notebook as the page the engine renders: title cell, Quarto options applied, links made local."
+    title, desc = fm.get('title', Path(name).stem), fm.get('description', '')
+    cells = _quarto_opts(nb)
+    for c in cells:
+        if c.cell_type != 'markdown': continue
+        c.source = _links(c.source, site_url, pages)
+        c.source = _show_doc_ids(c.source)
+    head = f'# {title}\n' + (f'\n> {desc}\n' if desc else '')
+    nb.cells = [mk_cell(head, 'markdown')] + cells
+    nb.metadata['efficient_attention_nb'] = dict(description=plain_text(desc), title=plain_text(title))
+    return nb
+
+# ---------------------------------------------------------------------------------------------- 3. rendering
+def mathjax():
+    "MathJax 3's es5 folder, from npm into nbs/_docs_deps (git-ignored) on first use: the site loads it locally."
+    es5 = DEPS/'node_modules'/'mathjax'/'es5'
+    if not (es5/'tex-chtml.js').exists():
+        DEPS.mkdir(exist_ok=True)
+        (DEPS/'.gitignore').write_text('*\n')          # fetched, never committed
+        (DEPS/'package.json').write_text('{"private": true}\n')
+        subprocess.run(['npm', 'install', '--no-audit', '--no-fund', '--silent', f'mathjax@{MATHJAX_VERSION}'],
+                       cwd=DEPS, check=True)
+    return es5
+
+def _copy_mathjax(dst):
+    "The parts of MathJax the pages load: tex-chtml.js, its fonts, TeX extensions (autoloaded), menu and a11y."
+    es5 = mathjax()
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy(es5/'tex-chtml.js', dst)
+    for d in ['output', 'input', 'ui', 'a11y', 'adaptors']:
+        if (es5/d).exists(): shutil.copytree(es5/d, dst/d, dirs_exist_ok=True)
+
+def _toctree(pages):
+    return '```{toctree}\n:hidden:\n:maxdepth: 1\n\n' + '\n'.join(Path(p).stem for p in pages) + '\n```'
+
+def render_sphinx(nbs, order, out, site_url):
+    "Render finished notebooks {page.ipynb: nb} with Sphinx + myst-nb into `out`; `order` = pages in sidebar order."
+    src = Path(tempfile.mkdtemp(prefix='nbdocs_src_'))
+    try:
+        home = order[0]
+        nbs[home].cells.append(mk_cell(_toctree(order[1:]), 'markdown'))
+        for page, nb in nbs.items(): write_nb(nb, src/page)
+        (src/'_pages.json').write_text(json.dumps({Path(p).stem: nb.metadata['efficient_attention_nb']
+                                                   for p, nb in nbs.items()}))
+        static = src/'_static'
+        _copy_mathjax(static/'mathjax')
+        shutil.copy(NBS/'styles.css', static/'site.css')
+        if out.exists(): shutil.rmtree(out)
+        cmd = [sys.executable, '-m', 'sphinx', '-b', 'html', '-q', '-c', str(NBS/'_sphinx'), '-d', str(src/'.doctrees'),
+               str(src), str(out)]
+        t = time.time()
+        r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, NBDOCS_SRC=str(src)))
+        print(f'sphinx: {time.time() - t:.1f}s')
+        if r.returncode: sys.exit(f'sphinx failed:\n{r.stdout}\n{r.stderr}')
+        warn = [l for l in r.stderr.splitlines() if 'WARNING' in l or 'ERROR' in l]
+        if warn: print('\n'.join(['sphinx warnings:'] + warn[:20]))
+    finally: shutil.rmtree(src, ignore_errors=True)
+    for f in out.glob('*.html'):   # links to the published site -> relative (nbdev writes its doc links absolute)
+        f.write_text(_own_api_ids(f.read_text().replace(f'href="{site_url}', 'href="')))
+    for junk in ['.buildinfo', 'objects.inv', '.doctrees']:
+        p = out/junk
+        if p.is_dir(): shutil.rmtree(p)
+        elif p.exists(): p.unlink()
+    (out/'.nojekyll').touch()      # GitHub Pages: serve _static/ and _images/ as they are
+
+# ---------------------------------------------------------------------------------------------- README.md
+README_LUA = r'''-- GitHub markdown: drop emptied code blocks and notebook-cell <div>s
+function CodeBlock(b) if b.text:match('^%s*$') then return {} end end
+function Div(d) return d.content end
+'''
+
+def readme_links(md, site_url, nb_of_page):
+    "README: a chapter link without anchor -> the notebook (GitHub renders it); with an anchor -> the published site."
+    def f(m):
+        page, frag = m.group(1), m.group(2) or ''
+        if not frag and page in nb_of_page: return f'](nbs/{nb_of_page[page]})'
+        return f']({site_url}{page}{frag})'
+    return re.sub(r'\]\(' + re.escape(site_url) + r'([\w.-]+\.html)(#[^)\s]*)?\)', f, md)
+
+def write_readme(nb, fm, site_url, nb_of_page):
+    "README.md (GitHub markdown, pandoc) from the finished home page notebook; its images go to index_files/."
+    import pypandoc
+    cfg = get_config()
+    for c in nb.cells:
+        if c.cell_type == 'markdown': c.source = readme_links(c.source, site_url, nb_of_page)
+        if c.cell_type == 'code' and 'remove-input' in c.metadata.get('tags', []): c.source = ''
+        if c.cell_type == 'markdown' and c.source.startswith('```{toctree}'): c.source = ''
+    tmp = Path(tempfile.mkdtemp(prefix='nbreadme_'))
+    try:
+        write_nb(nb, tmp/'README.ipynb')
+        (tmp/'readme.lua').write_text(README_LUA)
+        media = Path(cfg.readme_nb).stem + '_files'     # nbdev_readme also puts README images in <stem>_files/
+        shutil.rmtree(ROOT/media, ignore_errors=True)
+        subprocess.run([pypandoc.get_pandoc_path(), '-f', 'ipynb', '-t', 'gfm', '--wrap=none', '--lua-filter',
+                        str(tmp/'readme.lua'), f'--extract-media={media}', str(tmp/'README.ipynb'), '-o', 'README.md'],
+                       cwd=ROOT, check=True)
+    finally: shutil.rmtree(tmp, ignore_errors=True)
+
+# ---------------------------------------------------------------------------------------------- build
+def build(out=None, proc=None, readme=True, site=True, reuse=False, keep_going=False):
     "Process the notebooks, render the site into `out` and README.md from index.ipynb."
     t0, cfg = time.time(), get_config()
     site_url = f"{cfg.doc_host}{cfg.doc_baseurl}".rstrip('/') + '/'
@@ -180,49 +420,29 @@ def build(out=None, proc=None, readme=True, site=True):
     tmp = Path(tempfile.mkdtemp(prefix='nbdocs_'))
     proc = Path(proc).resolve() if proc else tmp/'proc'
     try:
-        process(names, proc)
+        if not (reuse and all((proc/n).exists() for n in names)): process(names, proc, keep_going)
         t_proc = time.time() - t0
         nbs = {n: read_nb(proc/n) for n in names}
         fms = {n: _frontmatter(nb) for n, nb in nbs.items()}
-        pages = [dict(nb=n, html=fms[n].get('output-file', Path(n).stem + '.html'),
-                      label=_html_escape(fms[n].get('title', n).split(':')[0])) for n in names]
-        pmap = {n: _nbpath2html(Path(n)).name for n in present_nbs()} | {p['nb']: p['html'] for p in pages}
-        lua, tpl = tmp/'links.lua', tmp/'page.html'
-        lua.write_text(LUA); tpl.write_text(TEMPLATE)
-        for n, nb in nbs.items():
-            nb.cells = _quarto_opts(nb)
-            write_nb(nb, tmp/n)
-        if site:
-            if out.exists(): shutil.rmtree(out)
-            out.mkdir(parents=True)
-            shutil.copy(NBS/'styles.css', out/'styles.css')
-            links = dict(strip=site_url, base='', pages=pmap)
-            for p in pages:
-                fm, html = fms[p['nb']], p['html']
-                meta = tmp/(p['nb'] + '.json')
-                meta.write_text(json.dumps({k: fm[k] for k in ('title', 'description') if k in fm} |
-                                           {'pagetitle': fm.get('title', p['nb'])}))
-                _pandoc(['-f', FROM, '-t', 'html5', '-s', '--template', str(tpl), '--mathml', '--toc', '--toc-depth=2',
-                         '--syntax-highlighting=pygments', '--lua-filter', str(lua), '--metadata-file', str(meta),
-                         f'--extract-media={Path(html).stem}_files', '-V', f'sidebar={_sidebar_html(pages, html)}',
-                         '-V', f'site={_html_escape(cfg.title)}', '-V', f'repo={cfg.git_url}',
-                         '-V', f'notebook={p["nb"]}', '-V', f'description-meta={_html_escape(fm.get("description", ""))}',
-                         str(tmp/p['nb']), '-o', html], out, links)
-        if readme and cfg.readme_nb in nbs:
-            fm, nb = fms[cfg.readme_nb], nbs[cfg.readme_nb]
-            head = f"# {fm.get('title', cfg.title)}\n" + (f"\n> {fm['description']}\n" if fm.get('description') else '')
-            nb.cells.insert(0, mk_cell(head, 'markdown'))
-            write_nb(nb, tmp/'README.ipynb')
-            media = Path(cfg.readme_nb).stem + '_files'    # nbdev_readme also puts README images in <stem>_files/
-            shutil.rmtree(ROOT/media, ignore_errors=True)
-            _pandoc(['-f', FROM, '-t', 'gfm', '--wrap=none', '--lua-filter', str(lua), f'--extract-media={media}',
-                     str(tmp/'README.ipynb'), '-o', 'README.md'], ROOT, dict(strip='', base=site_url, pages=pmap, unwrap=True))
+        page_of = {n: _nbpath2html(Path(n)).name for n in present_nbs()}
+        page_of |= {n: fms[n].get('output-file', page_of.get(n, Path(n).stem + '.html')) for n in names}
+        page_of[cfg.readme_nb] = 'index.html'
+        done = {n: finish(nb, fms[n], site_url, page_of, n) for n, nb in nbs.items()}
+        for n, nb in done.items(): nb.metadata['efficient_attention_nb']['nb'] = n
+        if readme and cfg.readme_nb in done:
+            import copy
+            write_readme(copy.deepcopy(done[cfg.readme_nb]), fms[cfg.readme_nb], site_url,
+                         {p: n for n, p in page_of.items()})
         elif readme: print(f'note: no nbs/{cfg.readme_nb}, README.md left as it is')
+        if site:
+            order = [Path(page_of[n]).with_suffix('.ipynb').name for n in names]
+            render_sphinx({Path(page_of[n]).with_suffix('.ipynb').name: nb for n, nb in done.items()}, order, out,
+                          site_url)
     finally: shutil.rmtree(tmp, ignore_errors=True)
     dt = time.time() - t0
     if site:
         size = sum(f.stat().st_size for f in out.rglob('*') if f.is_file())
-        print(f'built {len(pages)} pages into {out} in {dt:.1f}s (nbdev processing {t_proc:.1f}s), {size/1e6:.2f} MB')
+        print(f'built {len(names)} pages into {out} in {dt:.1f}s (nbdev processing {t_proc:.1f}s), {size/1e6:.2f} MB')
     return out
 
 if __name__ == '__main__':
@@ -231,7 +451,10 @@ if __name__ == '__main__':
     ap.add_argument('--proc', help='keep the processed notebooks in this folder (e.g. _proc); default: a temp folder')
     ap.add_argument('--readme-only', action='store_true', help='only write README.md from index.ipynb')
     ap.add_argument('--no-readme', action='store_true', help='do not touch README.md')
+    ap.add_argument('--reuse-proc', action='store_true', help='with --proc: keep notebooks already processed there')
+    ap.add_argument('--keep-going', action='store_true',
+                    help="a notebook whose show_doc cells fail is rendered with its saved show_doc outputs")
     ap.add_argument('--sidebar', action='store_true', help='rewrite nbs/sidebar.yml from the notebooks present, then stop')
     a = ap.parse_args()
     if a.sidebar: write_sidebar()
-    else: build(a.out, a.proc, readme=not a.no_readme, site=not a.readme_only)
+    else: build(a.out, a.proc, readme=not a.no_readme, site=not a.readme_only, reuse=a.reuse_proc, keep_going=a.keep_going)
