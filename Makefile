@@ -1,6 +1,7 @@
 # efficient_attention_nb — the usual targets. Every target sets up .venv first if it is missing.
 #   make main     set up, run every tutorial notebook (SLOW=1: slow cells too), quick benchmark plots, docs site
-#   make test     set up, run every test (all notebooks through nbdev's runner + package tests)
+#   make test     set up, run every test (all notebooks through nbdev's runner + package tests); CI runs this
+#   make quick    set up, run the fast tests only (pytest -m 'not slow'): the development loop
 #   make install  set up only: .venv with torch, the package (editable) and its dev extras
 #   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb)
 #   make lab      JupyterLab on nbs/
@@ -12,8 +13,10 @@ TORCH_SPEC ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 PIPQ := $(BIN)/pip install --quiet --disable-pip-version-check
+# torch 2.13's profiler otherwise prints 'USDT: profiler_start' lines into saved notebook outputs
+export KINETO_LOG_LEVEL := 6
 
-.PHONY: main test install docs lab export clean-nbs tutorials bench clean
+.PHONY: main test quick install docs lab export clean-nbs tutorials bench clean
 
 install: $(VENV)/.installed
 
@@ -34,7 +37,9 @@ bench: install
 	@$(BIN)/efficient-attention bench --out _bench
 
 docs: install
-	@echo "== building the docs site into _docs/"
+	@echo "== building the docs site into _docs/ (nbdev's processing, Sphinx + myst-nb; MathJax from npm on first use)"
+	@command -v npm >/dev/null || test -f nbs/_docs_deps/node_modules/mathjax/es5/tex-chtml.js \
+	  || { echo "make docs needs npm (Node.js) once, to fetch MathJax"; exit 1; }
 	@$(BIN)/python nbs/_build_docs.py --out _docs
 	@echo "== docs site: $$(pwd)/_docs/index.html"
 
@@ -42,6 +47,9 @@ main: tutorials bench docs
 
 test: install
 	@$(BIN)/python -m pytest tests
+
+quick: install
+	@$(BIN)/python -m pytest tests -m 'not slow'
 
 lab: install
 	$(BIN)/jupyter lab nbs/
