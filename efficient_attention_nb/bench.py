@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-003
 from __future__ import annotations
-import argparse, contextlib, csv, gc, importlib.util, math, os, statistics, subprocess, sys, textwrap, time
+import contextlib, csv, gc, importlib.util, math, os, statistics, subprocess, sys, textwrap, time
 from dataclasses import dataclass, asdict
 from functools import partial
 from pathlib import Path
@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from .core import (check_int, check_float, check_choice, check_divisible, sdpa_attention, TokenLM,
                                          document_arguments)
 from .linear_attention import (
-    elu_feature_map, linear_attention, efficient_attention, causal_linear_attention, causal_linear_attention_quadratic,
-    causal_linear_attention_cumsum, causal_linear_attention_recurrent, causal_linear_attention_step,
-    causal_linear_attention_chunked, LinearAttentionState)
+    elu_feature_map, noncausal_linear_attention, efficient_attention, causal_linear_attention,
+    causal_linear_attention_quadratic, causal_linear_attention_cumsum, causal_linear_attention_recurrent,
+    causal_linear_attention_step, causal_linear_attention_chunked, LinearAttentionState)
 from .transformer import LinearAttentionTransformerLM
 
 # %% auto #0
@@ -28,8 +28,7 @@ __all__ = ['CAUSAL_FORMS', 'DTYPES', 'BENCH_CASES', 'QUICK_N', 'BIG_N', 'LM_SHAP
            'benchmark_decode', 'BenchConfig', 'BenchCase', 'register_case', 'select_cases', 'case_runner',
            'case_peak_memory_mb', 'measure_case', 'add_ratios', 'run_benchmarks', 'crossover', 'crossovers',
            'matmul_gflops', 'bench_summary', 'bench_markdown', 'plot_benchmarks', 'plot_gflops', 'write_bench_results',
-           'run_bench', 'bench_cli', 'softmax_lm', 'lm_train_step', 'benchmark_lm_step', 'plot_lm_step',
-           'benchmark_settings']
+           'run_bench', 'softmax_lm', 'lm_train_step', 'benchmark_lm_step', 'plot_lm_step', 'benchmark_settings']
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-m01
 def _sync():
@@ -133,7 +132,8 @@ def _delta_rule(q, k, v, chunk_size:int=64):
 CAUSAL_FORMS = {'quadratic': _mapped(causal_linear_attention_quadratic),
                 'cumsum': _mapped(causal_linear_attention_cumsum),
                 'chunked': causal_linear_attention, 'chunked_plain': _mapped(causal_linear_attention_chunked),
-                'recurrent': _mapped(causal_linear_attention_recurrent), 'delta_rule': _delta_rule, 'sdpa': _sdpa_causal}
+                'recurrent': _mapped(causal_linear_attention_recurrent), 'delta_rule': _delta_rule,
+                'sdpa': _sdpa_causal}
 
 def causal_linear_flops(n:int, # sequence length
                         b:int=1, # batch
@@ -295,7 +295,7 @@ def _softmax_block(n, cfg):
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-015
 def _linear(n, cfg):
     q, k, v = _qkv(n, cfg)
-    return (lambda: linear_attention(q, k, v)), [q, k, v]                                # φQ (φKᵀ [V|1]), φ = elu + 1
+    return (lambda: noncausal_linear_attention(q, k, v)), [q, k, v]                      # φQ (φKᵀ [V|1]), φ = elu + 1
 
 def _efficient(n, cfg):
     q, k, v = _qkv(n, cfg)
@@ -861,48 +861,6 @@ def run_bench(ns:Sequence[int]|None=None, # sequence lengths (default QUICK_N, o
     lines += [f"{r['mechanism']} n={r['n']}: {r['status']}" for r in rows if r['status'] != 'ok']
     for line in lines + ['wrote ' + ', '.join(str(p) for p in paths.values())]: log and log(line)
     return paths
-
-# %% ../nbs/07_benchmarks.ipynb #06benchmarks-058
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='efficient-attention bench',
-                                description='Time and memory of every attention against SDPA.')
-    p.add_argument('--n', type=int, nargs='+', default=None, metavar='N',
-                   help=f'sequence lengths (default {QUICK_N}; with --big {BIG_N})')
-    p.add_argument('--big', action='store_true', help='long lengths, up to 16384 (slow: minutes)')
-    p.add_argument('--mechanisms', nargs='+', default=None, metavar='NAME', choices=list(BENCH_CASES),
-                   help='cases to run (their baselines come along); default all: ' + ', '.join(BENCH_CASES))
-    p.add_argument('--backward', action='store_true', help='also time forward+backward')
-    p.add_argument('--memory', default='auto', choices=['auto', 'fwd', 'fwdbwd', 'both', 'none'],
-                   help='peak memory of which pass (auto: fwdbwd with --backward, else fwd; none: skip)')
-    p.add_argument('--out', default='_bench', help='output folder (default _bench/)')
-    p.add_argument('--repeats', type=int, default=5, help='timed runs per measurement, median kept (default 5)')
-    p.add_argument('--warmup', type=int, default=1, help='untimed runs first (default 1)')
-    p.add_argument('--threads', type=int, default=None, help='torch threads (default: torch\'s)')
-    p.add_argument('--device', default='cpu', help='cpu or cuda (default cpu)')
-    p.add_argument('--dtype', default='float32', choices=list(DTYPES))
-    p.add_argument('--dim', type=int, default=512, help='model width (default 512)')
-    p.add_argument('--heads', type=int, default=8, help='heads (default 8)')
-    p.add_argument('--batch', type=int, default=1, help='batch size (default 1)')
-    p.add_argument('--k', type=int, default=256, help='Linformer projected length (default 256)')
-    p.add_argument('--time-budget', type=float, default=None,
-                   help='seconds per timing: a case whose first run is slower gets fewer repeats, at least 1')
-    p.add_argument('--memory-n', type=int, nargs='+', default=None, metavar='N',
-                   help='read peak memory only at these lengths (default: every --n)')
-    p.add_argument('--time-limit', type=float, default=None,
-                   help='seconds for the whole run; what is left is written as skipped')
-    p.add_argument('--max-gb', type=float, default=8., help='skip cases estimated to need more memory (default 8)')
-    p.add_argument('--no-progress', action='store_true', help='no progress bar')
-    return p
-
-def bench_cli(argv:Sequence[str]|None=None, # the arguments after `bench`
-             ) -> int:
-    "`efficient-attention bench ...`: parse the arguments and call `run_bench`; returns the exit status."
-    p = _parser(); a = p.parse_args(argv)
-    kw = {k: v for k, v in vars(a).items() if k not in ('n', 'no_progress', 'memory_n')}
-    try: run_bench(ns=a.n, memory_ns=a.memory_n, progress=not a.no_progress, **kw)
-    except (ValueError, TypeError) as e: p.error(str(e))
-    return 0
-
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-t01
 class _CausalSoftmaxBody(nn.Module):

@@ -337,7 +337,9 @@ class PreNorm(nn.Module):
         self.norm, self.fn = nn.LayerNorm(dim), fn
     def forward(self, x, # input (..., dim)
                 **kwargs, # passed to fn (masks, context)
-               ): return self.fn(self.norm(x), **kwargs)
+               ):
+        "`fn` applied to the layer-normalised input."
+        return self.fn(self.norm(x), **kwargs)
 
 class Residual(nn.Module):
     "`x + fn(x, **kwargs)`."
@@ -347,7 +349,9 @@ class Residual(nn.Module):
         self.fn = fn
     def forward(self, x, # input
                 **kwargs, # passed to fn (masks, context)
-               ): return x + self.fn(x, **kwargs)
+               ):
+        "The input plus `fn` of it."
+        return x + self.fn(x, **kwargs)
 
 def pad_to_multiple(t:torch.Tensor, # the tensor to pad
                     multiple:int, # pad axis `dim` up to a multiple of this

@@ -15,7 +15,7 @@ from einops import rearrange
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['FEATURE_MAPS', 'elu_feature_map', 'relu_feature_map', 'linear_attention', 'efficient_attention',
+__all__ = ['FEATURE_MAPS', 'elu_feature_map', 'relu_feature_map', 'noncausal_linear_attention', 'efficient_attention',
            'causal_linear_attention_quadratic', 'causal_linear_attention_cumsum', 'LinearAttentionState',
            'causal_linear_attention_chunked', 'causal_linear_attention_step', 'causal_linear_attention_recurrent',
            'causal_linear_attention', 'LinearSelfAttention', 'ImageLinearAttention']
@@ -79,7 +79,7 @@ def _split_num_den(o, eps):
     return o[..., :-1] / o[..., -1:].clamp_min(eps)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-014
-def linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped by `feature_map`)
+def noncausal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped by `feature_map`)
                      k:torch.Tensor, # keys (b, h, m, d), raw (mapped by `feature_map`)
                      v:torch.Tensor, # values (b, h, m, e)
                      mask:torch.Tensor|None=None, # key padding mask (b, m), True = keep
@@ -453,7 +453,7 @@ def _attend(self:LinearSelfAttention, q, k, v, kv_mask):
     if self.feature_map == 'softmax': return efficient_attention(q, k, v, mask=kv_mask)
     if self.causal: return causal_linear_attention(q, k, v, mask=kv_mask, feature_map=self.phi,
                                                    chunk_size=self.chunk_size, eps=self.eps)
-    return linear_attention(q, k, v, mask=kv_mask, eps=self.eps, feature_map=self.phi)
+    return noncausal_linear_attention(q, k, v, mask=kv_mask, eps=self.eps, feature_map=self.phi)
 
 @patch
 def forward(self:LinearSelfAttention, x:torch.Tensor, # input (b, n, dim)

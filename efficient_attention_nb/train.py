@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_training.ipynb #07training-003
 from __future__ import annotations
-import csv, json, math, os, random, time
+import csv, json, math, os, pickle, random, time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -659,7 +659,10 @@ def load_run(path:str|Path, # a run folder (holding model.pt) or the checkpoint 
     path = Path(path)
     file = path / 'model.pt' if path.is_dir() else path
     if not file.exists(): raise FileNotFoundError(f'no checkpoint at {str(file)!r}: expected a run folder from train()')
-    ckpt = torch.load(file, map_location='cpu', weights_only=True)
+    try: ckpt = torch.load(file, map_location='cpu', weights_only=True)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, KeyError) as e:        # truncated, corrupt or foreign file
+        raise ValueError(f'{str(file)!r} is not a checkpoint of efficient_attention_nb.train '
+                         f'({type(e).__name__})') from e
     if not isinstance(ckpt, dict) or ckpt.get('format') != CHECKPOINT_FORMAT:
         raise ValueError(f'{str(file)!r} is not a checkpoint of efficient_attention_nb.train '
                          f'(expected the format tag {CHECKPOINT_FORMAT!r})')

@@ -5,6 +5,7 @@
 # %% ../nbs/04_transformer.ipynb #04transforme-003
 from __future__ import annotations
 from types import SimpleNamespace
+from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
 import torch
@@ -22,8 +23,9 @@ __all__ = ['local_band_mask', 'local_attention', 'blindspot_linear_attention', '
 from .core import (check_tensor, check_int, check_float, check_heads, check_token_ids, as_mask,
                                          full_precision, upcast, zero_padded, FeedForward, PreNorm, ReversibleSequence,
                                          TokenLM, pad_to_multiple, sdpa_attention, document_arguments)
-from .linear_attention import (elu_feature_map, linear_attention, causal_linear_attention,
-                                                     causal_linear_attention_quadratic, causal_linear_attention_step,
+from .linear_attention import (elu_feature_map, noncausal_linear_attention,
+                                                     causal_linear_attention, causal_linear_attention_quadratic,
+                                                     causal_linear_attention_step,
                                                      LinearAttentionState, LinearSelfAttention, ImageLinearAttention)
 from .linformer import LinformerSelfAttention
 _all_ = ['ImageLinearAttention']   # re-exported: linear-attention-transformer imports it from the transformer package
@@ -189,7 +191,7 @@ def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=Fal
     "Q(KᵀV) on the other heads: φ = elu + 1, padded keys and values zeroed; (output, state) with `return_state`."
     l, B, c = self.n_local_heads, self.blindspot_size, self.chunk_size
     q, k, v = elu_feature_map(q[:, l:]), zero_padded(elu_feature_map(k[:, l:]), mask), zero_padded(v[:, l:], mask)
-    if not self.causal: return linear_attention(q, k, v, eps=self.eps, feature_map=None)
+    if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=None)
     if B > 1:
         out = blindspot_linear_attention(q, k, v, B, eps=self.eps)
         return (out, _blindspot_state(k, v, B)) if return_state else out
@@ -216,7 +218,7 @@ def shift_tokens(x:torch.Tensor, # (b, n, d)
                  mask:torch.Tensor|None=None, # (b, n) True = keep; padded positions are zeroed before shifting
                 ) -> torch.Tensor: # (b, n, d)
     "Split the features into `len(shifts)` groups and shift group g by `shifts[g]` positions along the sequence."
-    if mask is not None: x = x.masked_fill(~mask[..., None], 0.)
+    x = zero_padded(x, mask)
     n, seg = x.shape[1], x.shape[-1] // len(shifts)
     parts = list(x.split(seg, dim=-1))
     for i, s in enumerate(shifts):
@@ -281,11 +283,13 @@ class FoldAxially(nn.Module):
         return rearrange(out, '(b w) u d -> b (u w) d', b=b)[:, :n]                      # unfold, crop
 
 # %% ../nbs/04_transformer.ipynb #04transforme-032
-class LinformerSettings(NamedTuple):
+@dataclass(frozen=True)
+class LinformerSettings:
     "Use Linformer (keys/values projected to `k` positions) for self-attention; non-causal only."
     k: int = 256 # the projected length
 
-class LinformerContextSettings(NamedTuple):
+@dataclass(frozen=True)
+class LinformerContextSettings:
     "Use Linformer for the cross-attention over a context of at most `seq_len` positions."
     seq_len: int # the longest context
     k: int = 256 # the projected length

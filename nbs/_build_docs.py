@@ -75,10 +75,22 @@ def _default(d):
 
 def _cell(s): return str(s).replace('|', '\\|').replace('\n', ' ')
 
+def _library_twin(sym):
+    """The package's own class for a class the notebook defined: docments read a class's source, and Python cannot
+    find the source of a class defined in a notebook cell (a dataclass's generated `__init__` has none either)."""
+    import importlib, inspect
+    if not inspect.isclass(sym) or sym.__module__ != '__main__': return sym
+    lib = get_config().lib_name
+    for mod in sorted(Path(get_config().lib_path).glob('[!_]*.py')):
+        twin = getattr(importlib.import_module(f'{lib}.{mod.stem}'), sym.__qualname__, None)
+        if inspect.isclass(twin) and twin.__module__ == f'{lib}.{mod.stem}': return twin
+    return sym
+
 def arg_table(sym):
     "Markdown table of `sym`'s arguments from its docments (type, default, details), '' when none is documented."
     import inspect
     from fastcore.docments import docments
+    sym = _library_twin(sym)
     try: dm = docments(sym, full=True, args_kwargs=True)
     except Exception: return ''
     dm.pop('self', None)

@@ -144,6 +144,8 @@ def test_generate_bad_inputs(tmp_path):
     (tmp_path / 'bare.pt').write_bytes(b'')
     torch.save({'w': torch.zeros(1)}, tmp_path / 'bare.pt')
     refused(*run('generate', tmp_path / 'bare.pt', '--prompt', 'a')[::2], 'is not a checkpoint of')
+    (tmp_path / 'corrupt.pt').write_bytes(b'not a zip archive' * 8)              # a damaged or foreign file
+    refused(*run('generate', tmp_path / 'corrupt.pt', '--prompt', 'a')[::2], 'is not a checkpoint of')
 
 
 def test_console_script_prints_no_traceback(tmp_path):
