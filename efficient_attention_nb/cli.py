@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from . import __version__
-from .core import check_int, check_float, document_arguments
+from .core import check_int, check_float, check_divisible, document_arguments
 from .train import ATTENTIONS, TASKS, train, load_run, read_text, best_run, _dist_env
 from . import bench
 
@@ -22,7 +22,8 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     "Help with each option's default, where it has one worth showing."
     def _get_help_string(self, action):
         h = action.help or ''
-        if action.option_strings and action.default not in (None, False, argparse.SUPPRESS) and '%(default)' not in h:
+        shown = action.default is not None and action.default is not False and action.default != argparse.SUPPRESS
+        if action.option_strings and shown and '%(default)' not in h:                  # 0 is a default worth showing
             h += ' (default: %(default)s)'
         return h
 
@@ -144,9 +145,11 @@ _OPTION_OF = {'seq_len': '--seq-len', 'batch_size': '--batch-size', 'n_pairs': '
 
 def _option(dest:str) -> str: return '--' + dest.replace('_', '-')
 
-def _as_options(message:str) -> str:
-    "An error message of `train` with its argument names replaced by the command's options."
-    return re.sub(r'\b(' + '|'.join(_OPTION_OF) + r')\b', lambda m: _OPTION_OF[m.group(1)], message)
+def _as_options(message:str, # an error message of `train` or `run_bench`
+                options:dict=_OPTION_OF, # argument name → the command's option
+               ) -> str:
+    "The message with the function's argument names replaced by the command's options."
+    return re.sub(r'(?<![\w-])(' + '|'.join(options) + r')\b', lambda m: options[m.group(1)], message)
 
 def _check_train_options(a:argparse.Namespace):
     "Raise ValueError, naming the option, for a number out of range."
@@ -158,6 +161,7 @@ def _check_train_options(a:argparse.Namespace):
         if check_float(lr, '--lr') == 0: raise ValueError('--lr must be > 0, got 0.0')
     for dest in ('beta1', 'beta2'): check_float(getattr(a, dest), _option(dest), max=1., max_inclusive=False)
     check_float(a.val_fraction, '--val-fraction', max=1., max_inclusive=False)
+    check_divisible(a.dim, '--dim', a.heads, '--heads')                          # before the model and its bar
     if a.val_fraction == 0: raise ValueError('--val-fraction must be > 0 (the validation loss needs a val split)')
     if a.task == 'recall' and (a.seq_len is not None or a.text is not None):
         raise ValueError("--seq-len and --text apply to task='char'; the recall task's length follows --pairs")
@@ -265,14 +269,27 @@ def _cmd_generate(a:argparse.Namespace) -> int:
     return 0
 
 # %% ../nbs/09_cli.ipynb #09cli-028
+_BENCH_OPTION_OF = {'ns': '--n', 'memory_ns': '--memory-n', 'time_budget': '--time-budget', 'time_limit': '--time-limit',
+                    'max_gb': '--max-gb', 'repeats': '--repeats', 'warmup': '--warmup', 'threads': '--threads',
+                    'batch': '--batch', 'heads': '--heads', 'dim': '--dim', 'memory': '--memory'}
+
+def _check_bench_options(a:argparse.Namespace):
+    "Raise ValueError, naming the option, for a number out of range (run_bench checks the rest)."
+    for dest, least in {'repeats': 1, 'warmup': 0, 'threads': 1, 'batch': 1, 'heads': 1, 'dim': 1, 'k': 1}.items():
+        if getattr(a, dest) is not None: check_int(getattr(a, dest), _option(dest), min=least)
+    for n in (a.n or []) + (a.memory_n or []): check_int(n, '--n' if n in (a.n or []) else '--memory-n')
+    for dest in ('time_budget', 'time_limit', 'max_gb'):
+        if getattr(a, dest) is not None and check_float(getattr(a, dest), _option(dest)) == 0:
+            raise ValueError(f'{_option(dest)} must be > 0, got 0.0')
+
 def _cmd_bench(a:argparse.Namespace) -> int:
     try:
-        _check_device(a.device); _check_out(a.out, a.force)
+        _check_device(a.device); _check_bench_options(a); _check_out(a.out, a.force)
         bench.run_bench(ns=a.n, big=a.big, mechanisms=a.mechanisms, backward=a.backward, memory=a.memory, out=a.out,
                         repeats=a.repeats, warmup=a.warmup, threads=a.threads, device=a.device, dtype=a.dtype,
                         batch=a.batch, heads=a.heads, dim=a.dim, k=a.k, time_budget=a.time_budget,
                         memory_ns=a.memory_n, time_limit=a.time_limit, max_gb=a.max_gb, progress=not a.no_progress)
-    except (ValueError, TypeError) as e: return _fail('bench', str(e))
+    except (ValueError, TypeError) as e: return _fail('bench', _as_options(str(e), _BENCH_OPTION_OF))
     return 0
 
 # %% ../nbs/09_cli.ipynb #09cli-030

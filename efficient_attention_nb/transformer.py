@@ -186,17 +186,19 @@ def _local(self:LocalGlobalAttention, q, k, v, mask=None):
     l, p = self.n_local_heads, (self.attn_dropout.p if self.training else 0.)
     return local_attention(q[:, :l], k[:, :l], v[:, :l], self.window_size, self.causal, mask=mask, dropout=p)
 
+_MAPPED = nn.Identity()   # q and k arrive mapped (elu + 1 > 0): no non-negativity check, which reads values back
+
 @patch
 def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=False):
     "Q(KᵀV) on the other heads: φ = elu + 1, padded keys and values zeroed; (output, state) with `return_state`."
     l, B, c = self.n_local_heads, self.blindspot_size, self.chunk_size
     q, k, v = elu_feature_map(q[:, l:]), zero_padded(elu_feature_map(k[:, l:]), mask), zero_padded(v[:, l:], mask)
-    if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=None)
+    if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=_MAPPED)
     if B > 1:
         out = blindspot_linear_attention(q, k, v, B, eps=self.eps)
         return (out, _blindspot_state(k, v, B)) if return_state else out
     if q.shape[-2] <= c and not return_state: return causal_linear_attention_quadratic(q, k, v, eps=self.eps)
-    return causal_linear_attention(q, k, v, feature_map=None, chunk_size=c, eps=self.eps, return_state=return_state)
+    return causal_linear_attention(q, k, v, feature_map=_MAPPED, chunk_size=c, eps=self.eps, return_state=return_state)
 
 @patch
 def forward(self:LocalGlobalAttention, x:torch.Tensor, # input (b, n, dim)
