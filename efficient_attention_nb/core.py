@@ -269,8 +269,9 @@ def sdpa_attention(q:torch.Tensor, # queries (b, h, n, d)
     if mask is None and attn_mask is None and (not causal or n == m):
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal, scale=scale)
     keep = _combine_masks(b, n, m, mask, causal, attn_mask, device=q.device)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout, scale=scale)
-    return torch.where(keep.any(-1, keepdim=True), out, 0.)                              # empty rows -> 0
+    seen = keep.any(-1, keepdim=True)                                                     # rows with a visible key
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep | ~seen, dropout_p=dropout, scale=scale)
+    return torch.where(seen, out, 0.)             # empty rows -> 0 (computed unmasked: no NaN, nor in the gradient)
 
 # %% ../nbs/00_core.ipynb #00core-092
 def full_precision(device, # a torch.device, a device string, or a tensor (its device is used)

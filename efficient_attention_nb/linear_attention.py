@@ -5,6 +5,7 @@
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-003
 from __future__ import annotations
 import functools, threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple
 
 import torch
@@ -304,27 +305,19 @@ def _store_tile(T:_TileViews, out, den, l:int, eps:float|None):
     if den is not None: den.copy_(dn[..., 0])
     torch.div(num, dn.clamp_min_(eps), out=out)
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-032f
-def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, eps:float|None=None,
-                    den:torch.Tensor|None=None, out_dtype:torch.dtype|None=None, state:torch.Tensor|None=None):
-    """`Σ_{j≤i} (q_i·k_j) v_j` (`j ≥ i` if `reverse`) for (B, n, ·) operands, by cache-sized tiles; no autograd.
-    An operand may be a pair `(t, col)`: `t` with the column `col` appended (a number or a (B, n) tensor).
-    With `eps` the last column of the result is a denominator: returns num / max(den, eps), den written into `den`.
-    `state` (B, d·e) holds the state before the first position and is overwritten with the one after the last."""
-    (q, qc), (k, kc), (v, vc) = ((t, None) if isinstance(t, torch.Tensor) else t for t in (q, k, v))
-    B, n = q.shape[:2]
-    d, e = q.shape[2] + (qc is not None), v.shape[2] + (vc is not None)
-    c, cdt, dev = min(chunk_size, n), _compute_dtype(q, k, v), q.device
-    L, G, Hb = _tile_plan(n, c, B, tile)
-    out = torch.empty(B, n, e - 1 if eps is not None else e, dtype=out_dtype or cdt, device=dev)
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-032g
+def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, reverse:bool, eps):
+    "The tiles of the head `blocks` (slices of the B rows), in time order within each block, on this thread."
+    (q, qc), (k, kc), (v, vc) = q, k, v
+    Hb, n = blocks[0].stop - blocks[0].start, q.shape[1]
+    d, e = q.shape[2] + (qc is not None), v.shape[2] + (vc is not None)               # with appended columns
+    G, cdt = L // c, tri.dtype
     sizes = [Hb * s for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e)]
-    ws = _scratch(sum(sizes), cdt).split(sizes)                                        # reused by every tile
-    tri = torch.ones(G, G, dtype=cdt, device=dev)
-    tri = tri.triu_(1) if reverse else tri.tril_(-1)                                   # chunks t' before (after) t
-    carry = torch.empty(Hb, 1, d * e, dtype=cdt, device=dev)                           # state from the tiles done
+    ws = _scratch(sum(sizes), cdt).split(sizes)                                        # this thread's workspaces
+    carry = torch.empty(Hb, 1, d * e, dtype=cdt, device=q.device)                      # state from the tiles done
     tiles, views, cols_in = range(-(-n // L)), {}, None   # views per tile shape; the shape whose columns are written
-    for i in range(0, B, Hb):
-        blk, hb = slice(i, min(i + Hb, B)), min(Hb, B - i)
+    for blk in blocks:
+        hb = blk.stop - blk.start
         cut = lambda t: t[blk].split(L, 1) if isinstance(t, torch.Tensor) else t       # this head block, in tiles
         parts = [(cut(t), cut(col)) for t, col in ((q, qc), (k, kc), (v, vc))]
         o_t, den_t = cut(out), cut(den)
@@ -338,6 +331,43 @@ def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, 
             _tile_products(T, reverse)
             _store_tile(T, o_t[j], None if den_t is None else den_t[j], l, eps)
         if state is not None: state[blk].copy_(carry[:hb, 0])
+
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-032i
+_ONE_AT_A_TIME = threading.Lock()     # torch's thread count is process-wide: one threaded kernel call at a time
+
+def _on_threads(fn:Callable, shares:list):
+    "fn(share) for every share, each on a Python thread of its own whose torch operations run single-threaded."
+    inference = torch.is_inference_mode_enabled()                     # grad and inference modes are per thread
+    def run(share):
+        with torch.inference_mode() if inference else torch.no_grad(): fn(share)
+    with _ONE_AT_A_TIME:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)                                       # restored below, whatever happens
+        try:
+            with ThreadPoolExecutor(len(shares)) as pool: list(pool.map(run, shares))
+        finally: torch.set_num_threads(threads)
+
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-032f
+def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, eps:float|None=None,
+                    den:torch.Tensor|None=None, out_dtype:torch.dtype|None=None, state:torch.Tensor|None=None):
+    """`Σ_{j≤i} (q_i·k_j) v_j` (`j ≥ i` if `reverse`) for (B, n, ·) operands, by cache-sized tiles; no autograd.
+    An operand may be a pair `(t, col)`: `t` with the column `col` appended (a number or a (B, n) tensor).
+    With `eps` the last column of the result is a denominator: returns num / max(den, eps), den written into `den`.
+    `state` (B, d·e) holds the state before the first position and is overwritten with the one after the last."""
+    q, k, v = ((t, None) if isinstance(t, torch.Tensor) else t for t in (q, k, v))
+    B, n = q[0].shape[:2]
+    e = v[0].shape[2] + (v[1] is not None)
+    c, cdt, dev = min(chunk_size, n), _compute_dtype(q[0], k[0], v[0]), q[0].device
+    workers = max(1, min(torch.get_num_threads(), B))
+    L, G, Hb = _tile_plan(n, c, -(-B // workers), tile)                               # a worker's share per block
+    out = torch.empty(B, n, e - 1 if eps is not None else e, dtype=out_dtype or cdt, device=dev)
+    tri = torch.ones(G, G, dtype=cdt, device=dev)
+    tri = tri.triu_(1) if reverse else tri.tril_(-1)                                   # chunks t' before (after) t
+    blocks = [slice(i, min(i + Hb, B)) for i in range(0, B, Hb)]
+    run = functools.partial(_tile_blocks, q=q, k=k, v=v, out=out, den=den, state=state, L=L, c=c, tri=tri,
+                            reverse=reverse, eps=eps)
+    if workers > 1 and len(blocks) > 1: _on_threads(run, [blocks[w::workers] for w in range(min(workers, len(blocks)))])
+    elif blocks: run(blocks)                                                           # one thread (or B = 0)
     return out
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-036

@@ -439,7 +439,9 @@ def _unnest(t, name:str):
     if not (isinstance(t, torch.Tensor) and t.is_nested):
         raise ValueError(f'{name} must be a nested tensor too: query, key and value are all nested or none is')
     lens = torch.tensor([u.shape[0] for u in t.unbind()], device=t.device)
-    padded = torch.nested.to_padded_tensor(t, 0.)
+    try: padded = torch.nested.to_padded_tensor(t, 0.)
+    except NotImplementedError:                           # torch 2.4 cannot pad the jagged layout: one copy per item
+        padded = nn.utils.rnn.pad_sequence(list(t.unbind()), batch_first=True)
     return padded, torch.arange(padded.shape[1], device=t.device) < lens[:, None]
 
 @patch

@@ -27,7 +27,11 @@ def test_there_are_notebooks():
     assert 'index.ipynb' in names and '00_core.ipynb' in names, names
 
 
-@pytest.mark.parametrize('nb', NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+HEAVY = {'07_benchmarks', '10_robustness'}     # over 40 s each on 2 cores: `make quick` leaves them to `make test`
+
+
+@pytest.mark.parametrize('nb', [pytest.param(p, marks=pytest.mark.slow) if p.stem in HEAVY else p for p in NOTEBOOKS],
+                         ids=[p.stem for p in NOTEBOOKS])
 def test_notebook(nb):
     rc, out = run_nbdev_test(nb, flags=os.environ.get('EANB_TEST_FLAGS', ''))
     assert rc == 0 and 'Success' in out, f'{nb.name} failed under nbdev_test:\n{out[-6000:]}'
