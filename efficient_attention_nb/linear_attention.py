@@ -75,6 +75,11 @@ def _compute_dtype(*ts) -> torch.dtype:
     "The dtype sums accumulate in: float32 for half-precision and float32 inputs, float64 if any input is float64."
     return functools.reduce(torch.promote_types, [t.dtype for t in ts], torch.float32)
 
+def _upcast_all(*ts) -> list:
+    "The tensors cast to the dtype their sums accumulate in (`_compute_dtype`)."
+    cdt = _compute_dtype(*ts)
+    return [t.to(cdt) for t in ts]
+
 def _split_num_den(o, eps):
     "[numerator | denominator] in the last axis → numerator / max(denominator, eps)."
     return o[..., :-1] / o[..., -1:].clamp_min(eps)
@@ -129,12 +134,11 @@ def causal_linear_attention_quadratic(q:torch.Tensor, # feature-mapped queries (
                                      ) -> torch.Tensor:
     "Causal linear attention with the n×n matrix `tril(φQ φKᵀ)` written out: the O(n²) oracle; (b, h, n, e)."
     _check_qkv(q, k, v, same_len=True)
-    dtype, cdt = q.dtype, _compute_dtype(q, k, v)
     with full_precision(q):
-        q, k, v = q.to(cdt), k.to(cdt), v.to(cdt)
-        a = (q @ k.transpose(-1, -2)).tril()                                              # A_ij = φq_i·φk_j, j ≤ i
-        out = _split_num_den(a @ F.pad(v, (0, 1), value=1.), eps)                         # (A [V|1]) → num / den
-    return out.to(dtype)
+        qf, kf, vf = _upcast_all(q, k, v)
+        a = (qf @ kf.transpose(-1, -2)).tril()                                            # A_ij = φq_i·φk_j, j ≤ i
+        out = _split_num_den(a @ F.pad(vf, (0, 1), value=1.), eps)                        # (A [V|1]) → num / den
+    return out.to(q.dtype)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-027
 def causal_linear_attention_cumsum(q:torch.Tensor, # feature-mapped queries (b, h, n, d)
@@ -144,13 +148,12 @@ def causal_linear_attention_cumsum(q:torch.Tensor, # feature-mapped queries (b, 
                                   ) -> torch.Tensor:
     "Causal linear attention by prefix sums of the outer products φk_j [v_j|1]ᵀ: O(n) time, O(n·d·e) memory."
     _check_qkv(q, k, v, same_len=True)
-    dtype, cdt = q.dtype, _compute_dtype(q, k, v)
     with full_precision(q):
-        q, k, v = q.to(cdt), k.to(cdt), v.to(cdt)
-        kv = torch.einsum('bhnd,bhne->bhnde', k, F.pad(v, (0, 1), value=1.))              # φk_j [v_j|1]ᵀ
+        qf, kf, vf = _upcast_all(q, k, v)
+        kv = torch.einsum('bhnd,bhne->bhnde', kf, F.pad(vf, (0, 1), value=1.))            # φk_j [v_j|1]ᵀ
         kv = kv.cumsum(2)                                                                 # [S_i | z_i] = Σ_{j≤i}
-        out = _split_num_den(torch.einsum('bhnd,bhnde->bhne', q, kv), eps)                # φq_i [S_i|z_i]
-    return out.to(dtype)
+        out = _split_num_den(torch.einsum('bhnd,bhnde->bhne', qf, kv), eps)               # φq_i [S_i|z_i]
+    return out.to(q.dtype)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-030
 class LinearAttentionState(NamedTuple):
