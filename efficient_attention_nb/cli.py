@@ -270,8 +270,9 @@ def _cmd_generate(a:argparse.Namespace) -> int:
 
 # %% ../nbs/09_cli.ipynb #09cli-028
 _BENCH_OPTION_OF = {'ns': '--n', 'memory_ns': '--memory-n', 'time_budget': '--time-budget',
-                    'time_limit': '--time-limit', 'max_gb': '--max-gb', 'repeats': '--repeats', 'warmup': '--warmup', 'threads': '--threads',
-                    'batch': '--batch', 'heads': '--heads', 'dim': '--dim', 'memory': '--memory'}
+                    'time_limit': '--time-limit', 'max_gb': '--max-gb', 'repeats': '--repeats',
+                    'warmup': '--warmup', 'threads': '--threads', 'batch': '--batch', 'heads': '--heads',
+                    'dim': '--dim', 'memory': '--memory'}
 
 def _check_bench_options(a:argparse.Namespace):
     "Raise ValueError, naming the option, for a number out of range (run_bench checks the rest)."
