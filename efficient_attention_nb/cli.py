@@ -138,12 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
 # %% ../nbs/09_cli.ipynb #09cli-020
 _INT_OPTIONS = {'steps': 1, 'batch_size': 1, 'seq_len': 1, 'pairs': 1, 'dim': 1, 'depth': 1, 'heads': 1,
                 'eval_batches': 1, 'threads': 1, 'seed': 0, 'warmup': 0, 'sample_len': 0}
-_OPTION_OF = {'seq_len': '--seq-len', 'batch_size': '--batch-size', 'n_pairs': '--pairs', 'sample_len': '--sample-len',
-              'min_lr': '--min-lr', 'weight_decay': '--weight-decay', 'grad_clip': '--grad-clip', 'lr': '--lr',
-              'val_fraction': '--val-fraction', 'eval_batches': '--eval-batches', 'text_file': '--text',
-              'steps': '--steps', 'warmup': '--warmup', 'dim': '--dim', 'heads': '--heads', 'depth': '--depth'}
-
 def _option(dest:str) -> str: return '--' + dest.replace('_', '-')
+
+_OPTION_OF = {'n_pairs': '--pairs', 'text_file': '--text'} | {d: _option(d) for d in (     # train's name → option
+    'seq_len', 'batch_size', 'sample_len', 'min_lr', 'weight_decay', 'grad_clip', 'lr', 'val_fraction', 'eval_batches',
+    'steps', 'warmup', 'dim', 'heads', 'depth')}
 
 def _as_options(message:str, # an error message of `train` or `run_bench`
                 options:dict=_OPTION_OF, # argument name → the command's option
@@ -269,16 +268,15 @@ def _cmd_generate(a:argparse.Namespace) -> int:
     return 0
 
 # %% ../nbs/09_cli.ipynb #09cli-028
-_BENCH_OPTION_OF = {'ns': '--n', 'memory_ns': '--memory-n', 'time_budget': '--time-budget',
-                    'time_limit': '--time-limit', 'max_gb': '--max-gb', 'repeats': '--repeats',
-                    'warmup': '--warmup', 'threads': '--threads', 'batch': '--batch', 'heads': '--heads',
-                    'dim': '--dim', 'memory': '--memory'}
+_BENCH_OPTION_OF = {'ns': '--n', 'memory_ns': '--memory-n'} | {d: _option(d) for d in (
+    'time_budget', 'time_limit', 'max_gb', 'repeats', 'warmup', 'threads', 'batch', 'heads', 'dim', 'memory')}
 
 def _check_bench_options(a:argparse.Namespace):
     "Raise ValueError, naming the option, for a number out of range (run_bench checks the rest)."
     for dest, least in {'repeats': 1, 'warmup': 0, 'threads': 1, 'batch': 1, 'heads': 1, 'dim': 1, 'k': 1}.items():
         if getattr(a, dest) is not None: check_int(getattr(a, dest), _option(dest), min=least)
-    for n in (a.n or []) + (a.memory_n or []): check_int(n, '--n' if n in (a.n or []) else '--memory-n')
+    for option, ns in (('--n', a.n), ('--memory-n', a.memory_n)):
+        for n in ns or []: check_int(n, option)
     for dest in ('time_budget', 'time_limit', 'max_gb'):
         if getattr(a, dest) is not None and check_float(getattr(a, dest), _option(dest)) == 0:
             raise ValueError(f'{_option(dest)} must be > 0, got 0.0')

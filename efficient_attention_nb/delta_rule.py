@@ -18,12 +18,9 @@ __all__ = ['delta_rule_step', 'delta_rule_recurrent', 'delta_rule_attention', 'D
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-004
 from .core import (default, check_tensor, check_int, check_heads, as_mask, full_precision,
                                          pad_to_multiple, upcast, zero_padded, document_arguments)
+from .linear_attention import _compute_dtype   # float32 sums (float64 for float64 inputs)
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-013
-def _compute_dtype(*ts):
-    "float64 if any given tensor is float64, else float32: the dtype the state is kept in."
-    return torch.float64 if any(t is not None and t.dtype == torch.float64 for t in ts) else torch.float32
-
 def delta_rule_step(q:torch.Tensor, # query of the new token (b, h, d)
                     k:torch.Tensor, # key of the new token (b, h, d), normally of unit norm
                     v:torch.Tensor, # value of the new token (b, h, e)

@@ -72,8 +72,8 @@ def _check_qkv(q, k, v, same_len:bool) -> dict:
     return sizes
 
 def _compute_dtype(*ts) -> torch.dtype:
-    "The dtype sums accumulate in: float32 for half-precision and float32 inputs, float64 if any input is float64."
-    return functools.reduce(torch.promote_types, [t.dtype for t in ts], torch.float32)
+    "The dtype sums accumulate in: float32 for half-precision and float32 inputs, float64 if any is; None is skipped."
+    return functools.reduce(torch.promote_types, [t.dtype for t in ts if t is not None], torch.float32)
 
 def _upcast_all(*ts) -> list:
     "The tensors cast to the dtype their sums accumulate in (`_compute_dtype`)."
