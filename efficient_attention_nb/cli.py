@@ -45,6 +45,13 @@ def _train_model_args(p:argparse.ArgumentParser):
     g.add_argument('--dim', type=int, default=64, help='model width')
     g.add_argument('--depth', type=int, default=2, help='number of layers')
     g.add_argument('--heads', type=int, default=4, help='attention heads per layer')
+    g.add_argument('--global-attn', default=None, choices=('linear', 'delta'),
+                   help="global heads of --attn transformer: linear attention, or the delta rule (default: linear)")
+    d = p.add_argument_group('delta-rule layer (--attn delta)')
+    d.add_argument('--gate', action='store_true', help='learn a decay per head and position (Gated DeltaNet)')
+    d.add_argument('--conv-size', type=int, default=None,
+                   help='kernel of the short causal convolution on queries, keys and values (default: none)')
+    d.add_argument('--no-out-norm', action='store_true', help="no RMSNorm on each head's output")
 
 # %% ../nbs/09_cli.ipynb #09cli-009
 def _train_recipe_args(p:argparse.ArgumentParser):
@@ -137,8 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 # %% ../nbs/09_cli.ipynb #09cli-020
 _INT_OPTIONS = {'steps': 1, 'batch_size': 1, 'seq_len': 1, 'pairs': 1, 'dim': 1, 'depth': 1, 'heads': 1,
-                'eval_batches': 1, 'threads': 1, 'seed': 0, 'warmup': 0, 'sample_len': 0}
+                'eval_batches': 1, 'threads': 1, 'seed': 0, 'warmup': 0, 'sample_len': 0, 'conv_size': 0}
 def _option(dest:str) -> str: return '--' + dest.replace('_', '-')
+_LAYER_OPTIONS = {'gate': 'delta', 'conv_size': 'delta', 'no_out_norm': 'delta', 'global_attn': 'transformer'}  # → --attn
 
 _OPTION_OF = {'n_pairs': '--pairs', 'text_file': '--text'} | {d: _option(d) for d in (     # train's name → option
     'seq_len', 'batch_size', 'sample_len', 'min_lr', 'weight_decay', 'grad_clip', 'lr', 'val_fraction', 'eval_batches',
@@ -164,6 +172,17 @@ def _check_train_options(a:argparse.Namespace):
     if a.val_fraction == 0: raise ValueError('--val-fraction must be > 0 (the validation loss needs a val split)')
     if a.task == 'recall' and (a.seq_len is not None or a.text is not None):
         raise ValueError("--seq-len and --text apply to task='char'; the recall task's length follows --pairs")
+    for dest, kind in _LAYER_OPTIONS.items():
+        if getattr(a, dest) not in (None, False) and a.attn != kind:
+            raise ValueError(f'{_option(dest)} applies to --attn {kind}, not --attn {a.attn}')
+
+def _attn_options(a:argparse.Namespace) -> dict|None:
+    "`train`'s attn_options from the layer options; None when none was given."
+    o = {'gate': True} if a.gate else {}
+    if a.conv_size is not None: o['conv_size'] = a.conv_size
+    if a.no_out_norm: o['out_norm'] = False
+    if a.global_attn is not None: o['global_attn'] = a.global_attn
+    return o or None
 
 # %% ../nbs/09_cli.ipynb #09cli-021
 def _check_device(device:str|None, option:str='--device'):
@@ -214,9 +233,9 @@ def _train_once(a:argparse.Namespace, lr:float|None, out:str, rank:int) -> dict:
         return train(a.attn, task=a.task, text_file=a.text, steps=a.steps, batch_size=a.batch_size, lr=lr,
                      min_lr=a.min_lr, warmup=a.warmup, weight_decay=a.weight_decay, betas=(a.beta1, a.beta2),
                      grad_clip=a.grad_clip, seq_len=a.seq_len, n_pairs=a.pairs, val_fraction=a.val_fraction,
-                     dim=a.dim, depth=a.depth, heads=a.heads, seed=a.seed, out=out, device=a.device,
-                     sample_len=a.sample_len, prompt=a.prompt, eval_batches=a.eval_batches, on_step=on_step,
-                     save_every_rank=a.save_every_rank)
+                     dim=a.dim, depth=a.depth, heads=a.heads, attn_options=_attn_options(a), seed=a.seed, out=out,
+                     device=a.device, sample_len=a.sample_len, prompt=a.prompt, eval_batches=a.eval_batches,
+                     on_step=on_step, save_every_rank=a.save_every_rank)
     finally:
         if bar is not None: bar.close()
 

@@ -24,10 +24,10 @@ from .transformer import LinearAttentionTransformerLM
 from .delta_rule import DeltaNetSelfAttention
 
 # %% auto #0
-__all__ = ['ATTENTIONS', 'TASKS', 'CHECKPOINT_FORMAT', 'make_corpus', 'load_corpus', 'CharVocab', 'TextFileError', 'read_text',
-           'RecallTask', 'CharTask', 'SoftmaxSelfAttention', 'Block', 'Blocks', 'RecurrentBlocks', 'TinyLM',
-           'make_model', 'count_parameters', 'lr_schedule', 'make_optimizer', 'evaluate', 'train', 'checkpoint', 'Run',
-           'load_run', 'lr_sweep', 'best_run']
+__all__ = ['ATTENTIONS', 'TASKS', 'ATTN_OPTIONS', 'CHECKPOINT_FORMAT', 'make_corpus', 'load_corpus', 'CharVocab', 'TextFileError',
+           'read_text', 'RecallTask', 'CharTask', 'SoftmaxSelfAttention', 'Block', 'Blocks', 'RecurrentBlocks',
+           'TinyLM', 'make_model', 'count_parameters', 'lr_schedule', 'make_optimizer', 'evaluate', 'train',
+           'checkpoint', 'Run', 'load_run', 'lr_sweep', 'best_run']
 
 # %% ../nbs/08_training.ipynb #07training-007
 _HEROES = ['fox', 'hare', 'crow', 'owl', 'wolf', 'bear', 'frog', 'mouse', 'goat', 'heron', 'miller', 'sailor',
@@ -347,12 +347,29 @@ class TinyLM(TokenLM):
 # %% ../nbs/08_training.ipynb #07training-029
 ATTENTIONS = ('softmax', 'linear', 'linformer', 'compositional', 'transformer', 'delta')
 TASKS = ('char', 'recall')
+ATTN_OPTIONS = {'delta': {'gate': bool, 'conv_size': int, 'out_norm': bool, 'chunk_size': int},   # layer options
+                'transformer': {'global_attn': str}}
 
-def _attention_factory(attn:str, dim:int, heads:int, seq_len:int, linformer_k:int|None) -> Callable[[], nn.Module]:
+def _check_attn_options(attn:str, options:dict|None) -> dict:
+    "The layer options of `attn` as a dict; a name its layer does not take, or a value of the wrong type, is refused."
+    if options is None: return {}
+    if not isinstance(options, dict):
+        raise TypeError(f'attn_options must be a dict of layer options or None, got {type(options).__name__}')
+    allowed = ATTN_OPTIONS.get(attn, {})
+    for name, value in options.items():
+        if name not in allowed:
+            raise ValueError(f"attn_options: attn={attn!r} takes {', '.join(allowed) or 'no layer options'}; "
+                             f'got {name!r}')
+        if not isinstance(value, allowed[name]) or (allowed[name] is int and isinstance(value, bool)):
+            raise TypeError(f'attn_options[{name!r}] must be {allowed[name].__name__}, got {value!r}')
+    return dict(options)
+
+def _attention_factory(attn:str, dim:int, heads:int, seq_len:int, linformer_k:int|None,
+                       options:dict) -> Callable[[], nn.Module]:
     "A function that builds one attention layer of kind `attn` for `TinyLM`."
     if attn == 'softmax': return lambda: SoftmaxSelfAttention(dim, heads, causal=True)
     if attn == 'linear': return lambda: LinearSelfAttention(dim, heads, causal=True, feature_map='elu')
-    if attn == 'delta': return lambda: DeltaNetSelfAttention(dim, heads)
+    if attn == 'delta': return lambda: DeltaNetSelfAttention(dim, heads, **options)
     if attn == 'linformer':
         k = check_int(default(linformer_k, max(1, seq_len // 2)), 'linformer_k')
         return lambda: LinformerSelfAttention(dim, seq_len, k=k, heads=heads)
@@ -373,9 +390,11 @@ def make_model(attn:str, # one of ATTENTIONS: 'softmax', 'linear', 'linformer', 
                heads:int=4, # attention heads per block
                local_window:int|None=None, # window of the transformer's local heads, default min(16, seq_len // 4)
                linformer_k:int|None=None, # Linformer's projected length, default seq_len // 2
+               attn_options:dict|None=None, # the layer's own options (ATTN_OPTIONS), e.g. {'gate': True} for 'delta'
               ) -> nn.Module:
     "A small LM over token ids (b, n) → logits (b, n, num_tokens); the same width, depth and heads for every attention."
     check_choice(attn, 'attn', ATTENTIONS); check_choice(task, 'task', TASKS)
+    options = _check_attn_options(attn, attn_options)
     if attn == 'linformer' and task == 'char':
         raise ValueError("attn='linformer' cannot train the causal character LM (task='char'): projecting the keys "
                          "along the sequence mixes future tokens into every position. "
@@ -388,8 +407,8 @@ def make_model(attn:str, # one of ATTENTIONS: 'softmax', 'linear', 'linformer', 
     if attn == 'transformer':
         window = check_int(default(local_window, max(2, min(16, seq_len // 4))), 'local_window')
         return LinearAttentionTransformerLM(num_tokens, dim, heads=heads, depth=depth, max_seq_len=seq_len, causal=True,
-                                            n_local_attn_heads=heads // 2, local_attn_window_size=window)
-    return TinyLM(num_tokens, dim, depth, seq_len, _attention_factory(attn, dim, heads, seq_len, linformer_k),
+                                            n_local_attn_heads=heads // 2, local_attn_window_size=window, **options)
+    return TinyLM(num_tokens, dim, depth, seq_len, _attention_factory(attn, dim, heads, seq_len, linformer_k, options),
                   causal=attn != 'linformer')
 
 def count_parameters(model:nn.Module, # any module
@@ -486,6 +505,7 @@ def _train_config(c:dict) -> dict:
     if len(c['betas']) != 2: raise ValueError(f'betas must be two numbers, got {c["betas"]!r}')
     c['betas'] = tuple(check_float(b, f'betas[{i}]', max=1., max_inclusive=False) for i, b in enumerate(c['betas']))
     for k in ('dim', 'depth', 'heads', 'eval_batches'): check_int(c[k], k)
+    c['attn_options'] = _check_attn_options(c['attn'], c['attn_options'])
     check_int(c['seed'], 'seed', min=0); check_int(c['sample_len'], 'sample_len', min=0)
     if task == 'recall' and (c['seq_len'] is not None or c['text_file'] is not None):
         raise ValueError("seq_len and text_file apply to task='char'; the recall task's length follows n_pairs")
@@ -509,7 +529,7 @@ def _build_model(c:dict, data, device, world:int):
     "(model, the module to call: the model or its DistributedDataParallel wrapper)."
     torch.manual_seed(c['seed'])                                          # identical init on every rank
     model = make_model(c['attn'], c['task'], num_tokens=data.num_tokens, seq_len=data.seq_len, dim=c['dim'],
-                       depth=c['depth'], heads=c['heads']).to(device)
+                       depth=c['depth'], heads=c['heads'], attn_options=c['attn_options']).to(device)
     if world == 1: return model, model
     from torch.nn.parallel import DistributedDataParallel
     return model, DistributedDataParallel(model, device_ids=[device.index] if device.type == 'cuda' else None)
@@ -566,7 +586,8 @@ def _summarise(model, val, c:dict, curve:list[float], seconds:float, world:int, 
     ev = evaluate(model, val, batches=c['eval_batches'], seed=10_000 + c['seed'])
     tail = curve[-max(1, len(curve) // 10):]
     config = {'attn': c['attn'], 'task': c['task'], 'num_tokens': val.num_tokens, 'seq_len': val.seq_len,
-              'n_pairs': getattr(val, 'n_pairs', None), 'dim': c['dim'], 'depth': c['depth'], 'heads': c['heads']}
+              'n_pairs': getattr(val, 'n_pairs', None), 'dim': c['dim'], 'depth': c['depth'], 'heads': c['heads'],
+              'attn_options': c['attn_options']}
     return {'attn': c['attn'], 'task': c['task'], 'steps': c['steps'], 'batch_size': c['batch_size'],
             'world_size': world, 'device': str(device), 'params': count_parameters(model), 'seconds': seconds,
             'tokens_per_second': c['steps'] * c['batch_size'] * val.seq_len / seconds,
@@ -594,6 +615,7 @@ def train(attn:str, # one of ATTENTIONS ('linformer' on the recall task only)
           dim:int=64, # model width, the same for every attention
           depth:int=2, # number of blocks
           heads:int=4, # attention heads per block
+          attn_options:dict|None=None, # the attention layer's own options (ATTN_OPTIONS), e.g. {'gate': True}
           seed:int=0, # seeds the initialisation, the batches and the sample
           out:str|Path|None=None, # directory for model.pt and curve.json/.csv/.png; None writes nothing
           device:str|None=None, # default: cuda if available (one GPU per process under torchrun), else cpu
@@ -621,7 +643,7 @@ def train(attn:str, # one of ATTENTIONS ('linformer' on the recall task only)
 CHECKPOINT_FORMAT = 'efficient_attention_nb.train/checkpoint-1'
 
 def checkpoint(model:nn.Module, # the trained model
-               config:dict, # `make_model`'s arguments: attn, task, num_tokens, seq_len, dim, depth, heads
+               config:dict, # `make_model`'s arguments: attn, task, num_tokens, seq_len, dim, depth, heads...
                vocab:CharVocab|None=None, # the vocabulary of a character model
               ) -> dict:
     "The stand-alone checkpoint as plain data (no classes): format tag, config, vocabulary and weights."
@@ -668,7 +690,7 @@ def load_run(path:str|Path, # a run folder (holding model.pt) or the checkpoint 
                          f'(expected the format tag {CHECKPOINT_FORMAT!r})')
     c = ckpt['config']
     model = make_model(c['attn'], c['task'], num_tokens=c['num_tokens'], seq_len=c['seq_len'], dim=c['dim'],
-                       depth=c['depth'], heads=c['heads'])
+                       depth=c['depth'], heads=c['heads'], attn_options=c.get('attn_options'))
     model.load_state_dict(ckpt['model'])
     vocab = None if ckpt['vocab'] is None else CharVocab.from_dict(ckpt['vocab'])
     return Run(model.to(device).eval(), vocab, c)
