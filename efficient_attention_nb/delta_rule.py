@@ -73,30 +73,40 @@ def _in_chunks(t:torch.Tensor, c:int) -> torch.Tensor:
     if t.ndim == 3: return _in_chunks(t[..., None], c)[..., 0]
     return rearrange(pad_to_multiple(t, c, dim=2)[0], 'b h (N c) x -> b h N c x', c=c)
 
-def _ut_transform(k, v, beta, gam):
-    "Per chunk: W = T diag(βΓ) K and Ũ = T diag(β) V with T = (I + A)⁻¹ (eq. 2); also the decays e^{γ_i − γ_j}, j ≤ i."
-    c = k.shape[-2]
-    causal = torch.ones(c, c, dtype=torch.bool, device=k.device).tril()
-    decay = (gam[..., :, None] - gam[..., None, :]).masked_fill(~causal, float('-inf')).exp()   # Γ_i/Γ_j, j ≤ i
-    a = (k @ k.transpose(-1, -2)) * decay.tril(-1) * beta[..., None]                # A_ij = β_i Γ_i/Γ_j k_i·k_j, j < i
-    rhs = torch.cat([k * (beta * gam.exp())[..., None], v * beta[..., None]], -1)     # [diag(βΓ) K | diag(β) V]
-    eye = torch.eye(c, dtype=k.dtype, device=k.device)
-    wu = torch.linalg.solve_triangular(a + eye, rhs, upper=False, unitriangular=True)  # T [..] = (I + A)⁻¹ [..]
+def _addmm(x, a, b, alpha:float=1.):
+    "x + alpha · a @ b as one fused batched product (baddbmm over the flattened leading dimensions)."
+    shape = torch.broadcast_shapes(x.shape, a.shape[:-1] + b.shape[-1:])
+    flat = lambda t: t.expand(shape[:-2] + t.shape[-2:]).reshape(-1, *t.shape[-2:])
+    return torch.baddbmm(x if x.ndim == 2 else flat(x), flat(a), flat(b), alpha=alpha).view(shape)   # 2-D x: broadcast
+
+def _ut_transform(k, v, beta, gam=None):
+    "Per chunk (eq. 2): W = T diag(βΓ) K, Ũ = T diag(β) V, T = (I + A)⁻¹; the decays Γ_i/Γ_j (None: no gate)."
+    kb, decay = k * beta[..., None], None                                          # diag(β) K
+    a = kb @ k.transpose(-1, -2)                                                   # β_i k_i·k_j
+    if gam is None: a = a.tril_(-1)                                                # A: strictly lower
+    else:
+        causal = torch.ones(k.shape[-2], k.shape[-2], dtype=torch.bool, device=k.device).tril()
+        decay = (gam[..., :, None] - gam[..., None, :]).masked_fill_(~causal, float('-inf')).exp_()  # Γ_i/Γ_j, j ≤ i
+        a, kb = a * decay, kb * gam.exp()[..., None]                               # A ⊙ Γ_i/Γ_j, diag(βΓ) K
+    rhs = torch.cat([kb, v * beta[..., None]], -1)                                 # [diag(βΓ) K | diag(β) V]
+    wu = torch.linalg.solve_triangular(a, rhs, upper=False, unitriangular=True)     # (I + A): its unit diagonal implied
     return wu[..., :k.shape[-1]], wu[..., k.shape[-1]:], decay                      # W, Ũ, Γ_i/Γ_j
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-027
 def _chunk_outputs(q, k, gam, w, u, decay):
     "Per chunk (eq. 3): the within-chunk outputs P Ũ and the query map Q̂ = diag(Γ) Q − P W that reads S_0."
-    p = (q @ k.transpose(-1, -2)) * decay                                          # P = QKᵀ ⊙ Γ_i/Γ_j, j ≤ i
-    return p @ u, q * gam.exp()[..., None] - p @ w                                 # P Ũ,  Q̂
+    p = q @ k.transpose(-1, -2)
+    p = p.tril_() if decay is None else p * decay                                  # P = QKᵀ ⊙ Γ_i/Γ_j, j ≤ i
+    return p @ u, _addmm(q if gam is None else q * gam.exp()[..., None], p, w, alpha=-1.)    # P Ũ,  Q̂
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-030
 def _chunk_transitions(k, gam, w, u):
     "Per chunk (eq. 4): the affine map S ↦ M S + B of the state, M = Γ_c I − K̃ᵀW and B = K̃ᵀŨ."
-    k_t = (k * (gam[..., -1:] - gam).exp()[..., None]).transpose(-1, -2)           # K̃ᵀ = (diag(Γ_c/Γ_j) K)ᵀ
-    m = -(k_t @ w)
-    m.diagonal(dim1=-2, dim2=-1).add_(gam[..., -1, None].exp())                     # + Γ_c I
-    return m, k_t @ u
+    if gam is None: k_t, diag = k.transpose(-1, -2), torch.eye(k.shape[-1], dtype=k.dtype, device=k.device)
+    else:
+        k_t = (k * (gam[..., -1:] - gam).exp()[..., None]).transpose(-1, -2)       # K̃ᵀ = (diag(Γ_c/Γ_j) K)ᵀ
+        diag = torch.diag_embed(gam[..., -1:].exp().expand(*gam.shape[:-1], k.shape[-1]))   # Γ_c I
+    return _addmm(diag, k_t, w, alpha=-1.), k_t @ u
 
 def _scan_states(m, bias, state):
     "The states entering each of the N chunks, (b, h, N, d, e), and the final state, by S ← M S + B chunk after chunk."
@@ -126,12 +136,12 @@ def delta_rule_attention(q:torch.Tensor, # queries (b, h, n, d)
     cdt, out_dtype = _compute_dtype(q, k, v, beta, g, initial_state), v.dtype
     with full_precision(q.device):
         q, k, v, beta = (_in_chunks(t.to(cdt), c) for t in (q, k, v, beta))
-        gam = torch.zeros_like(beta) if g is None else _in_chunks(g.to(cdt), c).cumsum(-1)   # γ_i = Σ_{j≤i} g_j
+        gam = None if g is None else _in_chunks(g.to(cdt), c).cumsum(-1)           # γ_i = Σ_{j≤i} g_j; None: Γ = 1
         w, u, decay = _ut_transform(k, v, beta, gam)                                  # (2)
         o_local, q_hat = _chunk_outputs(q, k, gam, w, u, decay)                       # (3)
         state = (q.new_zeros(b, h, d, e) if initial_state is None else initial_state.to(cdt))
         entering, state = _scan_states(*_chunk_transitions(k, gam, w, u), state)      # (4)
-        out = o_local + q_hat @ entering                                              # P Ũ + Q̂ S_0, every chunk
+        out = _addmm(o_local, q_hat, entering)                                        # P Ũ + Q̂ S_0, every chunk
         out = rearrange(out, 'b h N c e -> b h (N c) e')[:, :, :n].to(out_dtype)
     return (out, state) if return_state else out
 
@@ -210,20 +220,25 @@ def forward(self:DeltaNetSelfAttention, x:torch.Tensor, # inputs (b, n, dim)
     return self.prefill(x, mask)[0]
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-053
+def _decode_step(q, k, v, beta, state=None, g=None):
+    "`delta_rule_step` with the state in float32 (float64 for float64 inputs), zeros if None; the output in v's dtype."
+    cdt = _compute_dtype(q, k, v)
+    with full_precision(q.device):
+        if state is None: state = q.new_zeros(*k.shape, v.shape[-1], dtype=cdt)
+        gt = None if g is None else g.to(cdt)
+        o, state = delta_rule_step(*(t.to(cdt) for t in (q, k, v, beta)), state.to(cdt), gt)
+    return o.to(v.dtype), state
+
 @patch
 def step(self:DeltaNetSelfAttention, x:torch.Tensor, # the input at the new position (b, dim)
          cache:DeltaNetCache|None=None, # the cache after the previous position (from prefill or step); None = start
         ) -> tuple[torch.Tensor, DeltaNetCache]: # the output at the new position (b, dim) and the updated cache
     "One decoding step of the recurrent form; equals the parallel forward at that position."
     check_tensor(x, 'x', ('b', self.dim))
-    b, cdt = x.shape[0], _compute_dtype(x)
-    h, d = self.heads, self.dim_head
-    if cache is None: cache = DeltaNetCache(x.new_zeros(b, h, d, d, dtype=cdt), None)
+    cache = cache or DeltaNetCache(None, None)
     q, k, v, beta, g, conv = self._project(x[:, None], conv_cache=cache.conv)
-    with full_precision(x.device):
-        gt = None if g is None else g[:, :, 0].to(cdt)
-        o, state = delta_rule_step(*(t[:, :, 0].to(cdt) for t in (q, k, v, beta)), cache.state.to(cdt), gt)
-    return self._merge_heads(o[:, :, None].to(v.dtype))[:, 0], DeltaNetCache(state, conv)
+    o, state = _decode_step(*(t[:, :, 0] for t in (q, k, v, beta)), cache.state, None if g is None else g[:, :, 0])
+    return self._merge_heads(o[:, :, None])[:, 0], DeltaNetCache(state, conv)
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-070
 document_arguments(globals());

@@ -20,7 +20,8 @@ __all__ = ['local_band_mask', 'local_attention', 'blindspot_linear_attention', '
            'LinearAttentionTransformer', 'LinearAttentionTransformerLM', 'ImageLinearAttention']
 
 # %% ../nbs/04_transformer.ipynb #04transforme-004
-from .core import (check_tensor, check_int, check_float, check_heads, check_token_ids, as_mask,
+from .core import (check_tensor, check_int, check_float, check_choice, check_heads, check_token_ids,
+                                         as_mask,
                                          full_precision, upcast, zero_padded, FeedForward, PreNorm, ReversibleSequence,
                                          TokenLM, pad_to_multiple, sdpa_attention, document_arguments)
 from .linear_attention import (elu_feature_map, noncausal_linear_attention,
@@ -28,6 +29,7 @@ from .linear_attention import (elu_feature_map, noncausal_linear_attention,
                                                      causal_linear_attention_step,
                                                      LinearAttentionState, LinearSelfAttention, ImageLinearAttention)
 from .linformer import LinformerSelfAttention
+from .delta_rule import delta_rule_attention, _decode_step
 _all_ = ['ImageLinearAttention']   # re-exported: linear-attention-transformer imports it from the transformer package
 
 # %% ../nbs/04_transformer.ipynb #04transforme-007
@@ -153,6 +155,7 @@ class LocalGlobalAttention(nn.Module):
                  dropout:float=0., # dropout after the output projection
                  chunk_size:int=64, # chunk length of the causal linear attention
                  eps:float=1e-6, # denominator guard of the linear attention
+                 global_attn:str='linear', # global heads: 'linear' (φ = elu + 1) or 'delta' (the delta rule; causal)
                 ):
         super().__init__()
         dim_head = check_heads(dim, heads, dim_head)
@@ -163,6 +166,12 @@ class LocalGlobalAttention(nn.Module):
         self.dim, self.heads, self.dim_head, self.causal = dim, heads, dim_head, causal
         self.n_local_heads, self.window_size, self.blindspot_size = n_local_heads, window_size, blindspot_size
         self.chunk_size, self.eps = chunk_size, eps
+        self.global_attn = check_choice(global_attn, 'global_attn', ('linear', 'delta'))
+        if global_attn == 'delta' and (not causal or blindspot_size > 1):
+            raise ValueError("global_attn='delta' needs causal=True and blindspot_size=1: the delta rule is a "
+                             f'recurrence in sequence order; got causal={causal}, blindspot_size={blindspot_size}')
+        n_global = heads - n_local_heads                                    # the delta rule's write strengths β
+        self.to_beta = nn.Linear(dim, n_global) if global_attn == 'delta' and n_global > 0 else None
         inner = heads * dim_head
         self.to_q, self.to_k, self.to_v = (nn.Linear(dim, inner, bias=False) for _ in range(3))
         self.attn_dropout = nn.Dropout(attn_dropout)
@@ -173,6 +182,13 @@ def _heads(self:LocalGlobalAttention, x):
     "q, k, v with the heads split out: (b, h, n, d) from (b, n, dim), or (b, h, d) from one position (b, dim)."
     pattern = 'b n (h d) -> b h n d' if x.ndim == 3 else 'b (h d) -> b h d'
     return [rearrange(f(x), pattern, h=self.heads) for f in (self.to_q, self.to_k, self.to_v)]
+
+@patch
+def _beta(self:LocalGlobalAttention, x, mask=None):
+    "β = σ(w_βᵀx) of the delta-rule global heads: (b, h_g, n) from (b, n, dim), (b, h_g) from (b, dim); or None."
+    if self.to_beta is None: return None
+    beta = self.to_beta(x).sigmoid().movedim(-1, 1)
+    return beta if mask is None else beta * mask[:, None]                  # padded positions write nothing
 
 @patch
 def _merge(self:LocalGlobalAttention, outs:list):
@@ -189,9 +205,12 @@ def _local(self:LocalGlobalAttention, q, k, v, mask=None):
 _MAPPED = nn.Identity()   # q and k arrive mapped (elu + 1 > 0): no non-negativity check, which reads values back
 
 @patch
-def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=False):
+def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=False, beta=None):
     "Q(KᵀV) on the other heads: φ = elu + 1, padded keys and values zeroed; (output, state) with `return_state`."
     l, B, c = self.n_local_heads, self.blindspot_size, self.chunk_size
+    if self.global_attn == 'delta':                                    # unit queries and keys; β = 0 where padded
+        q, k = F.normalize(q[:, l:], dim=-1), F.normalize(k[:, l:], dim=-1)
+        return delta_rule_attention(q, k, v[:, l:], beta, chunk_size=c, return_state=return_state)
     q, k, v = elu_feature_map(q[:, l:]), zero_padded(elu_feature_map(k[:, l:]), mask), zero_padded(v[:, l:], mask)
     if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=_MAPPED)
     if B > 1:
@@ -211,7 +230,7 @@ def forward(self:LocalGlobalAttention, x:torch.Tensor, # input (b, n, dim)
     mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=x.device, allow_empty_rows=True)
     q, k, v = self._heads(x)
     outs = [self._local(q, k, v, mask)] if self.n_local_heads > 0 else []
-    if self.n_local_heads < self.heads: outs.append(self._global(q, k, v, mask))
+    if self.n_local_heads < self.heads: outs.append(self._global(q, k, v, mask, beta=self._beta(x, mask)))
     return self._merge(outs)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-023
@@ -351,6 +370,11 @@ def _check_options(o:dict):
     for name in ('ff_dropout', 'attn_layer_dropout', 'attn_dropout'):
         check_float(getattr(o, name), name, 0., 1., max_inclusive=False)
     o.local_heads = _local_heads_per_layer(o.n_local_attn_heads, o.depth, o.heads)
+    if check_choice(o.global_attn, 'global_attn', ('linear', 'delta')) == 'delta':
+        if o.linformer_settings is not None: raise ValueError("global_attn='delta' cannot go with linformer_settings, "
+                                                             'which replaces the whole self-attention')
+        if not o.causal: raise ValueError("global_attn='delta' needs causal=True: the delta rule is a recurrence in "
+                                          'sequence order')
     _check_settings(o)
     if o.causal and o.blindspot_size > 1:
         for i, l in enumerate(o.local_heads):
@@ -373,7 +397,8 @@ def _self_attention(o, n_local:int) -> nn.Module:
                                                      dim_head=o.dim_head, dropout=o.attn_dropout))
     return LocalGlobalAttention(o.dim, o.heads, o.dim_head, causal=o.causal, n_local_heads=n_local,
                                 window_size=o.local_attn_window_size, blindspot_size=o.blindspot_size,
-                                attn_dropout=o.attn_dropout, dropout=o.attn_layer_dropout, chunk_size=o.bucket_size)
+                                attn_dropout=o.attn_dropout, dropout=o.attn_layer_dropout, chunk_size=o.bucket_size,
+                                global_attn=o.global_attn)
 
 def _cross_attention(o) -> nn.Module:
     "One layer's cross-attention: Linformer over the context, or linear attention."
@@ -418,6 +443,7 @@ class LinearAttentionTransformer(nn.Module):
                  linformer_settings:LinformerSettings|None=None, # Linformer self-attention (non-causal)
                  context_linformer_settings:LinformerContextSettings|None=None, # Linformer cross-attention
                  shift_tokens:bool=False, # token shifting before attention and feed-forward
+                 global_attn:str='linear', # global heads: 'linear' or 'delta' (the delta rule; causal only)
                 ):
         super().__init__()
         o = _check_options({k: v for k, v in locals().items() if k not in ('self', '__class__')})
@@ -508,6 +534,7 @@ class LinearAttentionTransformerLM(TokenLM):
                  shift_tokens:bool=False, # token shifting
                  dim_head:int|None=None, # width per head, default dim // heads
                  bucket_size:int=64, # chunk length of the causal linear attention
+                 global_attn:str='linear', # global heads: 'linear' or 'delta' (the delta rule; causal only)
                 ):
         body_options = {k: v for k, v in locals().items()
                         if k not in ('self', '__class__', 'num_tokens', 'emb_dim', 'return_embeddings')}
@@ -542,7 +569,7 @@ def prefill(self:LocalGlobalAttention, x:torch.Tensor, # the prompt's inputs (b,
         outs.append(self._local(q, k, v))
         cache['k'], cache['v'] = k[:, :l, -(self.window_size + 1):], v[:, :l, -(self.window_size + 1):]
     if l < self.heads:
-        out, cache['state'] = self._global(q, k, v, return_state=True)                      # (S, z) after n positions
+        out, cache['state'] = self._global(q, k, v, return_state=True, beta=self._beta(x))    # the state after n
         outs.append(out)
     return self._merge(outs), cache
 
@@ -561,7 +588,11 @@ def step(self:LocalGlobalAttention, x:torch.Tensor, # the new position's input (
         if 'k' in cache: kc, vc = torch.cat([cache['k'], kc], 2), torch.cat([cache['v'], vc], 2)
         new['k'], new['v'] = kc[:, :, -(self.window_size + 1):], vc[:, :, -(self.window_size + 1):]  # t-w … t
         outs.append(sdpa_attention(q[:, :l, None], new['k'], new['v'])[:, :, 0])
-    if l < self.heads:
+    if l < self.heads and self.global_attn == 'delta':
+        o, new['state'] = _decode_step(F.normalize(q[:, l:], dim=-1), F.normalize(k[:, l:], dim=-1), v[:, l:],
+                                       self._beta(x), cache.get('state'))
+        outs.append(o)
+    elif l < self.heads:
         qg, kg, vg, st = elu_feature_map(q[:, l:]), elu_feature_map(k[:, l:]), v[:, l:], cache.get('state')
         if self.blindspot_size == 1: o, new['state'] = causal_linear_attention_step(qg, kg, vg, st, eps=self.eps)
         else: o, new['state'] = _blindspot_step(qg, kg, vg, st, t, self.blindspot_size, self.eps)
