@@ -914,12 +914,13 @@ def benchmark_lm_step(shapes:Sequence[tuple[int, int]], # (batch, length) pairs
                       window:int=16, # their window
                       repeats:int=3, # timed rounds (the two models take turns); the median is reported
                       threads:int|None=2, # torch threads (None: leave as is)
+                      device:str='cpu', # where the models and the batch live
                      ) -> list[dict]:
     "Training-step time of the linear-attention LM against a softmax LM of the same size, per (b, n), in turns."
     rows = []
     for b, n in shapes:
-        models = _lm_models(n, num_tokens, dim, depth, heads, local_heads, window)
-        x = torch.randint(num_tokens, (b, n + 1), generator=torch.Generator().manual_seed(n))
+        models = {k: m.to(device) for k, m in _lm_models(n, num_tokens, dim, depth, heads, local_heads, window).items()}
+        x = torch.randint(num_tokens, (b, n + 1), generator=torch.Generator().manual_seed(n)).to(device)
         runs = {k: partial(lm_train_step, m, torch.optim.AdamW(m.parameters(), lr=1e-4), x)
                 for k, m in models.items()}
         with num_threads(threads): ts = interleaved_times(runs, repeats)
