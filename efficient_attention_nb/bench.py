@@ -131,7 +131,8 @@ def _delta_rule(q, k, v, chunk_size:int=64):
 
 CAUSAL_FORMS = {'quadratic': _mapped(causal_linear_attention_quadratic),
                 'cumsum': _mapped(causal_linear_attention_cumsum),
-                'chunked': causal_linear_attention, 'chunked_plain': _mapped(causal_linear_attention_chunked),
+                'chunked': partial(causal_linear_attention, kernel_min_rows=1),         # the tiled kernel at any size
+                'chunked_plain': _mapped(causal_linear_attention_chunked),
                 'recurrent': _mapped(causal_linear_attention_recurrent), 'delta_rule': _delta_rule,
                 'sdpa': _sdpa_causal}
 

@@ -435,17 +435,20 @@ def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped 
                             initial_state:LinearAttentionState|None=None, # state before position 0
                             return_state:bool=False, # also return the state after the last position
                             tile:tuple=(4096, 512), # CPU kernel: (rows, positions) per cache-sized tile
+                            kernel_min_rows:int=131072, # CPU: the tiled kernel from b·h·n rows on, chunked form below
                            ): # (b, h, n, e), or (output, LinearAttentionState) with return_state
     "Exact causal linear attention in O(n) memory, any n: the tiled kernel on CPU, the chunked form elsewhere."
     # legend: b batch, h heads, n positions, d features, e value width
     sizes = _check_qkv(q, k, v, same_len=True)
     check_int(chunk_size, 'chunk_size'); check_float(eps, 'eps'); _check_tile(tile)
+    check_int(kernel_min_rows, 'kernel_min_rows', min=0)
     mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=k.device)
     q, k = _map_qk(q, k, feature_map)
     k, v = zero_padded(k, mask), zero_padded(v, mask)                                     # padded keys: inert
     stateful = initial_state is not None or return_state
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, *(initial_state or ())))
-    if q.device.type != 'cpu' or torch.compiler.is_compiling() or (stateful and grad):
+    small = sizes['b'] * sizes['h'] * sizes['n'] < kernel_min_rows                      # the tiles would be mostly idle
+    if q.device.type != 'cpu' or torch.compiler.is_compiling() or (stateful and grad) or small:
         return causal_linear_attention_chunked(q, k, v, chunk_size, eps, initial_state, return_state)
     with full_precision(q):
         if grad: return _CausalLinearAttention.apply(q, k, v, chunk_size, eps, tile)
