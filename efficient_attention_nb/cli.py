@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
 _INT_OPTIONS = {'steps': 1, 'batch_size': 1, 'seq_len': 1, 'pairs': 1, 'dim': 1, 'depth': 1, 'heads': 1,
                 'eval_batches': 1, 'threads': 1, 'seed': 0, 'warmup': 0, 'sample_len': 0, 'conv_size': 0}
 def _option(dest:str) -> str: return '--' + dest.replace('_', '-')
-_LAYER_OPTIONS = {'gate': 'delta', 'conv_size': 'delta', 'no_out_norm': 'delta', 'global_attn': 'transformer'}  # → --attn
+_LAYER_OPTIONS = {'gate': 'delta', 'conv_size': 'delta', 'no_out_norm': 'delta',   # layer option → its --attn
+                  'global_attn': 'transformer'}
 
 _OPTION_OF = {'n_pairs': '--pairs', 'text_file': '--text'} | {d: _option(d) for d in (     # train's name → option
     'seq_len', 'batch_size', 'sample_len', 'min_lr', 'weight_decay', 'grad_clip', 'lr', 'val_fraction', 'eval_batches',
@@ -176,6 +177,7 @@ def _check_train_options(a:argparse.Namespace):
         if getattr(a, dest) not in (None, False) and a.attn != kind:
             raise ValueError(f'{_option(dest)} applies to --attn {kind}, not --attn {a.attn}')
 
+# %% ../nbs/09_cli.ipynb #09cli-020a
 def _attn_options(a:argparse.Namespace) -> dict|None:
     "`train`'s attn_options from the layer options; None when none was given."
     o = {'gate': True} if a.gate else {}

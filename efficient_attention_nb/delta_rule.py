@@ -171,10 +171,15 @@ class DeltaNetSelfAttention(nn.Module):
         self.to_beta = nn.Linear(dim, heads)
         self.to_g = nn.Linear(dim, heads) if gate else None
         if gate: nn.init.constant_(self.to_g.bias, 3.)                            # α ≈ σ(3) = 0.95 at the start
-        self.norm = nn.RMSNorm(dh) if out_norm else None
+        eps = torch.finfo(torch.float32).eps                          # fixed, so a float64 copy computes the same
+        self.norm = nn.RMSNorm(dh, eps=eps) if out_norm else None
         self.to_out = nn.Linear(inner, dim)
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-049
+def _unit(t:torch.Tensor) -> torch.Tensor:
+    "L2-normalise the last axis, in float32 at least: in float16 the guard 1e-12 rounds to 0, and a zero vector to 0/0."
+    return F.normalize(upcast(t), dim=-1).to(t.dtype)
+
 @patch
 def _project(self:DeltaNetSelfAttention, x, mask=None, conv_cache=None):
     "x (b, n, dim) → q, k, v (b, h, n, d), β, g (b, h, n) and the new convolution cache."
@@ -186,7 +191,7 @@ def _project(self:DeltaNetSelfAttention, x, mask=None, conv_cache=None):
         cache = window[:, window.shape[1] - (self.conv_size - 1):]
         qkv = F.silu(self.conv(window.transpose(1, 2)).transpose(1, 2))             # short causal convolution
     q, k, v = rearrange(qkv, 'b n (three h d) -> three b h n d', three=3, h=self.heads)
-    q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)                           # unit-norm queries and keys
+    q, k = _unit(q), _unit(k)                                                       # unit-norm queries and keys
     beta = rearrange(self.to_beta(x).sigmoid(), 'b n h -> b h n')                   # β_t = σ(w_βᵀx_t + b_β)
     g = None if self.to_g is None else rearrange(F.logsigmoid(self.to_g(x)), 'b n h -> b h n')   # g_t = log α_t
     if mask is not None:                                                            # padded positions write nothing
@@ -197,7 +202,8 @@ def _project(self:DeltaNetSelfAttention, x, mask=None, conv_cache=None):
 @patch
 def _merge_heads(self:DeltaNetSelfAttention, o):
     "Per-head output norm, heads concatenated, output projection: (b, h, n, d) → (b, n, dim)."
-    if self.norm is not None: o = self.norm(upcast(o)).to(o.dtype)                # the norm in float32 at least
+    if self.norm is not None:                                                       # the norm in float32 at least
+        o = F.rms_norm(upcast(o), self.norm.normalized_shape, upcast(self.norm.weight), self.norm.eps).to(o.dtype)
     return self.to_out(rearrange(o, 'b h n d -> b n (h d)'))
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-050

@@ -29,7 +29,7 @@ from .linear_attention import (elu_feature_map, noncausal_linear_attention,
                                                      causal_linear_attention_step,
                                                      LinearAttentionState, LinearSelfAttention, ImageLinearAttention)
 from .linformer import LinformerSelfAttention
-from .delta_rule import delta_rule_attention, _decode_step
+from .delta_rule import delta_rule_attention, _decode_step, _unit
 _all_ = ['ImageLinearAttention']   # re-exported: linear-attention-transformer imports it from the transformer package
 
 # %% ../nbs/04_transformer.ipynb #04transforme-007
@@ -177,6 +177,7 @@ class LocalGlobalAttention(nn.Module):
         self.attn_dropout = nn.Dropout(attn_dropout)
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(dropout))
 
+# %% ../nbs/04_transformer.ipynb #04transforme-017i
 @patch
 def _heads(self:LocalGlobalAttention, x):
     "q, k, v with the heads split out: (b, h, n, d) from (b, n, dim), or (b, h, d) from one position (b, dim)."
@@ -209,7 +210,7 @@ def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=Fal
     "Q(KᵀV) on the other heads: φ = elu + 1, padded keys and values zeroed; (output, state) with `return_state`."
     l, B, c = self.n_local_heads, self.blindspot_size, self.chunk_size
     if self.global_attn == 'delta':                                    # unit queries and keys; β = 0 where padded
-        q, k = F.normalize(q[:, l:], dim=-1), F.normalize(k[:, l:], dim=-1)
+        q, k = _unit(q[:, l:]), _unit(k[:, l:])
         return delta_rule_attention(q, k, v[:, l:], beta, chunk_size=c, return_state=return_state)
     q, k, v = elu_feature_map(q[:, l:]), zero_padded(elu_feature_map(k[:, l:]), mask), zero_padded(v[:, l:], mask)
     if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=_MAPPED)
@@ -573,6 +574,7 @@ def prefill(self:LocalGlobalAttention, x:torch.Tensor, # the prompt's inputs (b,
         outs.append(out)
     return self._merge(outs), cache
 
+# %% ../nbs/04_transformer.ipynb #04transforme-044b2
 @patch
 def step(self:LocalGlobalAttention, x:torch.Tensor, # the new position's input (b, dim)
          cache:dict|None=None, # what `prefill` or the previous `step` returned; None at the start
@@ -589,8 +591,7 @@ def step(self:LocalGlobalAttention, x:torch.Tensor, # the new position's input (
         new['k'], new['v'] = kc[:, :, -(self.window_size + 1):], vc[:, :, -(self.window_size + 1):]  # t-w … t
         outs.append(sdpa_attention(q[:, :l, None], new['k'], new['v'])[:, :, 0])
     if l < self.heads and self.global_attn == 'delta':
-        o, new['state'] = _decode_step(F.normalize(q[:, l:], dim=-1), F.normalize(k[:, l:], dim=-1), v[:, l:],
-                                       self._beta(x), cache.get('state'))
+        o, new['state'] = _decode_step(_unit(q[:, l:]), _unit(k[:, l:]), v[:, l:], self._beta(x), cache.get('state'))
         outs.append(o)
     elif l < self.heads:
         qg, kg, vg, st = elu_feature_map(q[:, l:]), elu_feature_map(k[:, l:]), v[:, l:], cache.get('state')
