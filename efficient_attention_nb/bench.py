@@ -691,7 +691,8 @@ def bench_summary(rows:list[dict], # the table
         if a and p and not (_nan(a['fwd_ms']) or _nan(p['fwd_ms'])) and n == ns[-1]:
             bw = ('' if _nan(a['fwdbwd_ms']) or _nan(p['fwdbwd_ms'])                  # not measured: not shown
                   else f", {p['fwdbwd_ms'] / a['fwdbwd_ms']:.2f}× forward+backward")
-            lines.append(f"causal_chunked vs causal_chunked_plain at n={n}: {p['fwd_ms'] / a['fwd_ms']:.2f}× forward{bw}")
+            fw = f"{p['fwd_ms'] / a['fwd_ms']:.2f}× forward"
+            lines.append(f"causal_chunked vs causal_chunked_plain at n={n}: {fw}{bw}")
     if matmul_rate:
         lines.append(f'float32 matmul rate of this machine: {matmul_rate:.1f} GFLOP/s')
         for r in rows:
