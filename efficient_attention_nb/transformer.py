@@ -371,11 +371,10 @@ def _check_options(o:dict):
     for name in ('ff_dropout', 'attn_layer_dropout', 'attn_dropout'):
         check_float(getattr(o, name), name, 0., 1., max_inclusive=False)
     o.local_heads = _local_heads_per_layer(o.n_local_attn_heads, o.depth, o.heads)
-    if check_choice(o.global_attn, 'global_attn', ('linear', 'delta')) == 'delta':
-        if o.linformer_settings is not None: raise ValueError("global_attn='delta' cannot go with linformer_settings, "
-                                                             'which replaces the whole self-attention')
-        if not o.causal: raise ValueError("global_attn='delta' needs causal=True: the delta rule is a recurrence in "
-                                          'sequence order')
+    delta = check_choice(o.global_attn, 'global_attn', ('linear', 'delta')) == 'delta'   # the layers check the rest
+    if delta and o.linformer_settings is not None:
+        raise ValueError("global_attn='delta' cannot go with linformer_settings, which replaces the whole "
+                         'self-attention')
     _check_settings(o)
     if o.causal and o.blindspot_size > 1:
         for i, l in enumerate(o.local_heads):
