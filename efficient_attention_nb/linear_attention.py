@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-003
 from __future__ import annotations
-import functools, threading
+import functools, math, threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, NamedTuple
 
@@ -191,7 +191,8 @@ def causal_linear_attention_chunked(q:torch.Tensor, # feature-mapped queries (b,
         if S0 is not None: P = P + S0[:, :, None]                                         #     ... + the state before
         A = (q @ k.transpose(-1, -2)).tril()                                              # (c) φq_i·φk_j, j ≤ i in t
         o = q @ P + A @ v1                                                                # (d) + φQ_t S̄_t
-        out = rearrange(_split_num_den(o, eps), 'b h N c e -> b h (N c) e')[:, :, :n].to(dtype)
+        out = rearrange(_split_num_den(o, eps), 'b h N c e -> b h (N c) e')
+        out = (out if out.shape[2] == n else out[:, :, :n]).to(dtype)                    # crop the padding
         if not return_state: return out
         S = cum[:, :, -1] if S0 is None else cum[:, :, -1] + S0                           # the state after position n
     return out, LinearAttentionState(S[..., :-1], S[..., -1])
@@ -280,11 +281,13 @@ class _TileViews:
         self.P_last, self.C_last = self.P[:, last:last + 1], self.Cg[:, last:last + 1]
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032d
-def _load_tile(T:_TileViews, parts, j:int, l:int, cols_written:bool):
-    "Copy tile j (l positions) of each operand, and its appended column, into the workspaces; zero padded rows."
+def _load_tile(T:_TileViews, parts, j:int, l:int, cols_written:bool, phi:Callable|None=None):
+    """Copy tile j (l positions) of each operand, and its appended column, into the workspaces; zero padded rows.
+    With `phi(src, dst)`, the q and k operands are written feature-mapped."""
     padded = l < T.q.shape[1]
-    for w, (t, col) in zip((T.q, T.k, T.v), parts):
-        if col is None: (w[:, :l] if padded else w).copy_(t[j])
+    for w, (t, col), fn in zip((T.q, T.k, T.v), parts, (phi, phi, None)):
+        if col is None and fn is not None: fn(t[j], w[:, :l] if padded else w)
+        elif col is None: (w[:, :l] if padded else w).copy_(t[j])
         else:
             w[:, :l, :-1].copy_(t[j])
             if isinstance(col, tuple): w[:, :l, -1] = col[j]                               # a column per position
@@ -309,7 +312,7 @@ def _store_tile(T:_TileViews, out, den, l:int, eps:float|None):
     torch.div(num, dn.clamp_min_(eps), out=out)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032g
-def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, reverse:bool, eps):
+def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, reverse:bool, eps, phi=None):
     "The tiles of the head `blocks` (slices of the B rows), in time order within each block, on this thread."
     (q, qc), (k, kc), (v, vc) = q, k, v
     Hb, n = blocks[0].stop - blocks[0].start, q.shape[1]
@@ -329,7 +332,7 @@ def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, re
         for j in (reversed(tiles) if reverse else tiles):
             l = o_t[j].shape[1]; g = -(-l // c)
             T = views.get((hb, g)) or views.setdefault((hb, g), _TileViews(ws, hb, g, c, d, e, tri, carry, reverse))
-            _load_tile(T, parts, j, l, cols_in == (hb, g))
+            _load_tile(T, parts, j, l, cols_in == (hb, g), phi)
             cols_in = None if g * c > l else (hb, g)
             _tile_products(T, reverse)
             _store_tile(T, o_t[j], None if den_t is None else den_t[j], l, eps)
@@ -352,11 +355,13 @@ def _on_threads(fn:Callable, shares:list):
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032f
 def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, eps:float|None=None,
-                    den:torch.Tensor|None=None, out_dtype:torch.dtype|None=None, state:torch.Tensor|None=None):
+                    den:torch.Tensor|None=None, out_dtype:torch.dtype|None=None, state:torch.Tensor|None=None,
+                    phi:Callable|None=None):
     """`Σ_{j≤i} (q_i·k_j) v_j` (`j ≥ i` if `reverse`) for (B, n, ·) operands, by cache-sized tiles; no autograd.
     An operand may be a pair `(t, col)`: `t` with the column `col` appended (a number or a (B, n) tensor).
     With `eps` the last column of the result is a denominator: returns num / max(den, eps), den written into `den`.
-    `state` (B, d·e) holds the state before the first position and is overwritten with the one after the last."""
+    `state` (B, d·e) holds the state before the first position and is overwritten with the one after the last.
+    With `phi(src, dst)` the q and k operands are feature-mapped as their tiles are loaded."""
     q, k, v = ((t, None) if isinstance(t, torch.Tensor) else t for t in (q, k, v))
     B, n = q[0].shape[:2]
     e = v[0].shape[2] + (v[1] is not None)
@@ -368,7 +373,7 @@ def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, 
     tri = tri.triu_(1) if reverse else tri.tril_(-1)                                   # chunks t' before (after) t
     blocks = [slice(i, min(i + Hb, B)) for i in range(0, B, Hb)]
     run = functools.partial(_tile_blocks, q=q, k=k, v=v, out=out, den=den, state=state, L=L, c=c, tri=tri,
-                            reverse=reverse, eps=eps)
+                            reverse=reverse, eps=eps, phi=phi)
     if workers > 1 and len(blocks) > 1: _on_threads(run, [blocks[w::workers] for w in range(min(workers, len(blocks)))])
     elif blocks: run(blocks)                                                           # one thread (or B = 0)
     return out
@@ -403,18 +408,32 @@ class _CausalLinearAttention(torch.autograd.Function):
         return heads(dq), heads(dk), heads(dv), None, None, None
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-036b
-def _causal_cpu(q, k, v, chunk_size:int, eps:float, initial_state, return_state:bool, tile:tuple):
-    "The tiled kernel without autograd: optional state in (initial_state) and out (return_state)."
+def _causal_cpu(q, k, v, chunk_size:int, eps:float, initial_state, return_state:bool, tile:tuple, phi=None):
+    "The tiled kernel without autograd: optional state in (initial_state) and out (return_state); φ fused if given."
     b, h, n, d = q.shape; e, cdt = v.shape[-1], _compute_dtype(q, k, v)
     state = None
     if initial_state is not None:
         state = _state_tensor(initial_state, b, h, d, e, cdt, q.device).view(b * h, d * (e + 1))
     elif return_state: state = torch.zeros(b * h, d * (e + 1), dtype=cdt, device=q.device)
     out = _causal_product(_rows(q), _rows(k), (_rows(v), 1.), chunk_size=chunk_size, tile=tile, eps=eps,
-                          out_dtype=q.dtype, state=state).view(b, h, n, e)
+                          out_dtype=q.dtype, state=state, phi=phi).view(b, h, n, e)
     if not return_state: return out
     S = state.view(b, h, d, e + 1)
     return out, LinearAttentionState(S[..., :-1], S[..., -1])
+
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-fuse
+_LOG2E = 1 / math.log(2)
+
+def _elu_into(x:torch.Tensor, out:torch.Tensor):
+    "out = elu(x) + 1 = e^min(x, 0) + max(x, 0), written into `out` (a tile's workspace); e^y as 2^(y·log₂e)."
+    out.copy_(x).clamp_(max=0).mul_(_LOG2E).exp2_()
+    out.add_(x.clamp_min(0))
+
+def _relu_into(x:torch.Tensor, out:torch.Tensor):
+    "out = relu(x), written into `out`."
+    out.copy_(x).clamp_(min=0)
+
+_MAP_INTO = {elu_feature_map: _elu_into, relu_feature_map: _relu_into}   # a built-in φ → the same φ, into a tile
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-disp
 def _check_tile(tile) -> tuple:
@@ -442,17 +461,19 @@ def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped 
     sizes = _check_qkv(q, k, v, same_len=True)
     check_int(chunk_size, 'chunk_size'); check_float(eps, 'eps'); _check_tile(tile)
     check_int(kernel_min_rows, 'kernel_min_rows', min=0)
-    mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=k.device)
-    q, k = _map_qk(q, k, feature_map)
-    k, v = zero_padded(k, mask), zero_padded(v, mask)                                     # padded keys: inert
+    mask, phi = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=k.device), _resolve_feature_map(feature_map)
     stateful = initial_state is not None or return_state
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, *(initial_state or ())))
     small = sizes['b'] * sizes['h'] * sizes['n'] < kernel_min_rows                      # the tiles would be mostly idle
-    if q.device.type != 'cpu' or torch.compiler.is_compiling() or (stateful and grad) or small:
-        return causal_linear_attention_chunked(q, k, v, chunk_size, eps, initial_state, return_state)
+    kernel = q.device.type == 'cpu' and not torch.compiler.is_compiling() and not (stateful and grad) and not small
+    fused = _MAP_INTO.get(phi) if kernel and not grad and mask is None else None        # φ applied as tiles load
+    if fused is None:
+        q, k = _map_qk(q, k, feature_map)
+        k, v = zero_padded(k, mask), zero_padded(v, mask)                                 # padded keys: inert
+    if not kernel: return causal_linear_attention_chunked(q, k, v, chunk_size, eps, initial_state, return_state)
     with full_precision(q):
         if grad: return _CausalLinearAttention.apply(q, k, v, chunk_size, eps, tile)
-        return _causal_cpu(q, k, v, chunk_size, eps, initial_state, return_state, tile)
+        return _causal_cpu(q, k, v, chunk_size, eps, initial_state, return_state, tile, fused)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-047
 class LinearSelfAttention(nn.Module):
