@@ -87,7 +87,8 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
     keep = rearrange(keep.expand(b, *keep.shape[-3:]), 'b u i j -> (b u) 1 i j')
     out = sdpa_attention(rearrange(bq, 'b h u w d -> (b u) h w d'), rearrange(sk, 'b h u s d -> (b u) h s d'),
                          rearrange(sv, 'b h u s d -> (b u) h s d'), attn_mask=keep, dropout=dropout)
-    return rearrange(out, '(b u) h w e -> b h (u w) e', b=b)[:, :, :n]                 # crop the padding
+    out = rearrange(out, '(b u) h w e -> b h (u w) e', b=b)
+    return out if out.shape[2] == n else out[:, :, :n]                                 # crop the padding
 
 # %% ../nbs/04_transformer.ipynb #04transforme-014
 def blindspot_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) queries (b, h, n, d)
@@ -180,9 +181,13 @@ class LocalGlobalAttention(nn.Module):
 # %% ../nbs/04_transformer.ipynb #04transforme-017i
 @patch
 def _heads(self:LocalGlobalAttention, x):
-    "q, k, v with the heads split out: (b, h, n, d) from (b, n, dim), or (b, h, d) from one position (b, dim)."
+    """((q, k, v) of the local heads, (q, k, v) of the global heads): (b, h, n, d) from (b, n, dim), (b, h, d) from
+    one position (b, dim). One `split` per projection: its backward is one concatenation, where a slice per group
+    would fill a zero gradient for all the heads, twice, and add the two."""
     pattern = 'b n (h d) -> b h n d' if x.ndim == 3 else 'b (h d) -> b h d'
-    return [rearrange(f(x), pattern, h=self.heads) for f in (self.to_q, self.to_k, self.to_v)]
+    groups = (self.n_local_heads, self.heads - self.n_local_heads)
+    split = [rearrange(f(x), pattern, h=self.heads).split(groups, 1) for f in (self.to_q, self.to_k, self.to_v)]
+    return tuple(zip(*split))
 
 @patch
 def _beta(self:LocalGlobalAttention, x, mask=None):
@@ -199,20 +204,19 @@ def _merge(self:LocalGlobalAttention, outs:list):
 # %% ../nbs/04_transformer.ipynb #04transforme-017c
 @patch
 def _local(self:LocalGlobalAttention, q, k, v, mask=None):
-    "(QKᵀ)V inside the window, on the first `n_local_heads` heads."
-    l, p = self.n_local_heads, (self.attn_dropout.p if self.training else 0.)
-    return local_attention(q[:, :l], k[:, :l], v[:, :l], self.window_size, self.causal, mask=mask, dropout=p)
+    "(QKᵀ)V inside the window, on the local heads (the first `n_local_heads`)."
+    p = self.attn_dropout.p if self.training else 0.
+    return local_attention(q, k, v, self.window_size, self.causal, mask=mask, dropout=p)
 
 _MAPPED = nn.Identity()   # q and k arrive mapped (elu + 1 > 0): no non-negativity check, which reads values back
 
 @patch
 def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=False, beta=None):
-    "Q(KᵀV) on the other heads: φ = elu + 1, padded keys and values zeroed; (output, state) with `return_state`."
-    l, B, c = self.n_local_heads, self.blindspot_size, self.chunk_size
+    "Q(KᵀV) on the global heads: φ = elu + 1, padded keys and values zeroed; (output, state) with `return_state`."
+    B, c = self.blindspot_size, self.chunk_size
     if self.global_attn == 'delta':                                    # unit queries and keys; β = 0 where padded
-        q, k = _unit(q[:, l:]), _unit(k[:, l:])
-        return delta_rule_attention(q, k, v[:, l:], beta, chunk_size=c, return_state=return_state)
-    q, k, v = elu_feature_map(q[:, l:]), zero_padded(elu_feature_map(k[:, l:]), mask), zero_padded(v[:, l:], mask)
+        return delta_rule_attention(_unit(q), _unit(k), v, beta, chunk_size=c, return_state=return_state)
+    q, k, v = elu_feature_map(q), zero_padded(elu_feature_map(k), mask), zero_padded(v, mask)
     if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=_MAPPED)
     if B > 1:
         out = blindspot_linear_attention(q, k, v, B, eps=self.eps)
@@ -229,9 +233,9 @@ def forward(self:LocalGlobalAttention, x:torch.Tensor, # input (b, n, dim)
     sizes = {}
     check_tensor(x, 'x', ('b', 'n', self.dim), sizes)
     mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=x.device, allow_empty_rows=True)
-    q, k, v = self._heads(x)
-    outs = [self._local(q, k, v, mask)] if self.n_local_heads > 0 else []
-    if self.n_local_heads < self.heads: outs.append(self._global(q, k, v, mask, beta=self._beta(x, mask)))
+    local, glob = self._heads(x)
+    outs = [self._local(*local, mask)] if self.n_local_heads > 0 else []
+    if self.n_local_heads < self.heads: outs.append(self._global(*glob, mask, beta=self._beta(x, mask)))
     return self._merge(outs)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-023
@@ -563,13 +567,13 @@ def prefill(self:LocalGlobalAttention, x:torch.Tensor, # the prompt's inputs (b,
            ) -> tuple: # output (b, n, dim), and the cache `step` continues from at position n
     "The parallel forward (causal only), plus the last w+1 keys/values of the local heads and the global heads' state."
     check_tensor(x, 'x', ('b', 'n', self.dim))
-    q, k, v = self._heads(x)
+    local, glob = self._heads(x)
     outs, cache, l = [], {}, self.n_local_heads
     if l > 0:
-        outs.append(self._local(q, k, v))
-        cache['k'], cache['v'] = k[:, :l, -(self.window_size + 1):], v[:, :l, -(self.window_size + 1):]
+        outs.append(self._local(*local))
+        cache['k'], cache['v'] = (t[:, :, -(self.window_size + 1):] for t in local[1:])
     if l < self.heads:
-        out, cache['state'] = self._global(q, k, v, return_state=True, beta=self._beta(x))    # the state after n
+        out, cache['state'] = self._global(*glob, return_state=True, beta=self._beta(x))       # the state after n
         outs.append(out)
     return self._merge(outs), cache
 
@@ -582,18 +586,18 @@ def step(self:LocalGlobalAttention, x:torch.Tensor, # the new position's input (
         ) -> tuple: # output (b, dim), and the new cache
     "Decode one position (causal only): a rolling window of w+1 keys/values, and the recurrent state."
     cache, new, l = cache or {}, {}, self.n_local_heads
-    q, k, v = self._heads(x)
+    (ql, kl, vl), (qg, kg, vg) = self._heads(x)
     outs = []
     if l > 0:
-        kc, vc = k[:, :l, None], v[:, :l, None]
+        kc, vc = kl[:, :, None], vl[:, :, None]
         if 'k' in cache: kc, vc = torch.cat([cache['k'], kc], 2), torch.cat([cache['v'], vc], 2)
         new['k'], new['v'] = kc[:, :, -(self.window_size + 1):], vc[:, :, -(self.window_size + 1):]  # t-w … t
-        outs.append(sdpa_attention(q[:, :l, None], new['k'], new['v'])[:, :, 0])
+        outs.append(sdpa_attention(ql[:, :, None], new['k'], new['v'])[:, :, 0])
     if l < self.heads and self.global_attn == 'delta':
-        o, new['state'] = _decode_step(_unit(q[:, l:]), _unit(k[:, l:]), v[:, l:], self._beta(x), cache.get('state'))
+        o, new['state'] = _decode_step(_unit(qg), _unit(kg), vg, self._beta(x), cache.get('state'))
         outs.append(o)
     elif l < self.heads:
-        qg, kg, vg, st = elu_feature_map(q[:, l:]), elu_feature_map(k[:, l:]), v[:, l:], cache.get('state')
+        qg, kg, st = elu_feature_map(qg), elu_feature_map(kg), cache.get('state')
         if self.blindspot_size == 1: o, new['state'] = causal_linear_attention_step(qg, kg, vg, st, eps=self.eps)
         else: o, new['state'] = _blindspot_step(qg, kg, vg, st, t, self.blindspot_size, self.eps)
         outs.append(o)
