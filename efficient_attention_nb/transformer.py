@@ -85,8 +85,10 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
     sk, sv = _strips(bk, back, fwd), _strips(bv, back, fwd)                            # (b, h, u, s·w, d)
     keep = _strip_mask(n, w, causal, mask, q.device)
     keep = rearrange(keep.expand(b, *keep.shape[-3:]), 'b u i j -> (b u) 1 i j')
-    out = sdpa_attention(rearrange(bq, 'b h u w d -> (b u) h w d'), rearrange(sk, 'b h u s d -> (b u) h s d'),
-                         rearrange(sv, 'b h u s d -> (b u) h s d'), attn_mask=keep, dropout=dropout)
+    qs = rearrange(bq, 'b h u w d -> (b u) h w d')
+    ks, vs = (rearrange(t, 'b h u s d -> (b u) h s d') for t in (sk, sv))
+    if mask is None: out = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=keep, dropout_p=dropout)  # no empty row
+    else: out = sdpa_attention(qs, ks, vs, attn_mask=keep, dropout=dropout)
     out = rearrange(out, '(b u) h w e -> b h (u w) e', b=b)
     return out if out.shape[2] == n else out[:, :, :n]                                 # crop the padding
 
