@@ -191,8 +191,7 @@ def causal_linear_attention_chunked(q:torch.Tensor, # feature-mapped queries (b,
         if S0 is not None: P = P + S0[:, :, None]                                         #     ... + the state before
         A = (q @ k.transpose(-1, -2)).tril()                                              # (c) φq_i·φk_j, j ≤ i in t
         o = q @ P + A @ v1                                                                # (d) + φQ_t S̄_t
-        out = rearrange(_split_num_den(o, eps), 'b h N c e -> b h (N c) e')
-        out = (out if out.shape[2] == n else out[:, :, :n]).to(dtype)                    # crop the padding
+        out = rearrange(_split_num_den(o, eps), 'b h N c e -> b h (N c) e')[:, :, :n].to(dtype)
         if not return_state: return out
         S = cum[:, :, -1] if S0 is None else cum[:, :, -1] + S0                           # the state after position n
     return out, LinearAttentionState(S[..., :-1], S[..., -1])
