@@ -89,8 +89,7 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
     ks, vs = (rearrange(t, 'b h u s d -> (b u) h s d') for t in (sk, sv))
     if mask is None: out = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=keep, dropout_p=dropout)  # no empty row
     else: out = sdpa_attention(qs, ks, vs, attn_mask=keep, dropout=dropout)
-    out = rearrange(out, '(b u) h w e -> b h (u w) e', b=b)
-    return out if out.shape[2] == n else out[:, :, :n]                                 # crop the padding
+    return rearrange(out, '(b u) h w e -> b h (u w) e', b=b)[:, :, :n]                 # crop the padding
 
 # %% ../nbs/04_transformer.ipynb #04transforme-014
 def blindspot_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) queries (b, h, n, d)
@@ -210,14 +209,18 @@ def _local(self:LocalGlobalAttention, q, k, v, mask=None):
     p = self.attn_dropout.p if self.training else 0.
     return local_attention(q, k, v, self.window_size, self.causal, mask=mask, dropout=p)
 
-_MAPPED = nn.Identity()   # q and k arrive mapped (elu + 1 > 0): no non-negativity check, which reads values back
+_MAPPED = nn.Identity()   # q and k arrive mapped (elu + 1 >= 0): no non-negativity check, which reads values back
 
 @patch
 def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=False, beta=None):
-    "Q(KᵀV) on the global heads: φ = elu + 1, padded keys and values zeroed; (output, state) with `return_state`."
+    """Q(KᵀV) on the global heads, φ = elu + 1 with padded keys and values zeroed (or the delta rule with
+    global_attn='delta'); (output, state) with `return_state`."""
     B, c = self.blindspot_size, self.chunk_size
     if self.global_attn == 'delta':                                    # unit queries and keys; β = 0 where padded
         return delta_rule_attention(_unit(q), _unit(k), v, beta, chunk_size=c, return_state=return_state)
+    if self.causal and B == 1 and mask is None and (q.shape[-2] > c or return_state):
+        # raw q and k: on a CPU without a gradient, causal_linear_attention applies φ inside its tiles
+        return causal_linear_attention(q, k, v, chunk_size=c, eps=self.eps, return_state=return_state)
     q, k, v = elu_feature_map(q), zero_padded(elu_feature_map(k), mask), zero_padded(v, mask)
     if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=_MAPPED)
     if B > 1:
