@@ -434,7 +434,7 @@ def _relu_into(x:torch.Tensor, out:torch.Tensor):
 
 _MAP_INTO = {elu_feature_map: _elu_into, relu_feature_map: _relu_into}   # a built-in φ → the same φ, into a tile
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-disp
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-disp-tile
 def _check_tile(tile) -> tuple:
     "tile = (rows, positions) of the CPU kernel's tiles: two positive ints."
     if not isinstance(tile, tuple) or len(tile) != 2:
@@ -442,6 +442,7 @@ def _check_tile(tile) -> tuple:
     check_int(tile[0], 'tile[0] (rows per tile)'); check_int(tile[1], 'tile[1] (positions per tile)')
     return tile
 
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-disp
 def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped by `feature_map`)
                             k:torch.Tensor, # keys (b, h, n, d), raw (mapped by `feature_map`)
                             v:torch.Tensor, # values (b, h, n, e)
@@ -469,6 +470,8 @@ def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped 
     if fused is None:
         q, k = _map_qk(q, k, feature_map)
         k, v = zero_padded(k, mask), zero_padded(v, mask)                                 # padded keys: inert
+    if not kernel and sizes['n'] <= chunk_size and not stateful:                       # one chunk: the chunked form
+        return causal_linear_attention_quadratic(q, k, v, eps=eps)                        # is the quadratic one
     if not kernel: return causal_linear_attention_chunked(q, k, v, chunk_size, eps, initial_state, return_state)
     with full_precision(q):
         if grad: return _CausalLinearAttention.apply(q, k, v, chunk_size, eps, tile)

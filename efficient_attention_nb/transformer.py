@@ -25,7 +25,7 @@ from .core import (check_tensor, check_int, check_float, check_choice, check_hea
                                          full_precision, upcast, zero_padded, FeedForward, PreNorm, ReversibleSequence,
                                          TokenLM, pad_to_multiple, sdpa_attention, document_arguments)
 from .linear_attention import (elu_feature_map, noncausal_linear_attention,
-                                                     causal_linear_attention, causal_linear_attention_quadratic,
+                                                     causal_linear_attention,
                                                      causal_linear_attention_step,
                                                      LinearAttentionState, LinearSelfAttention, ImageLinearAttention)
 from .linformer import LinformerSelfAttention
@@ -218,15 +218,13 @@ def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=Fal
     B, c = self.blindspot_size, self.chunk_size
     if self.global_attn == 'delta':                                    # unit queries and keys; β = 0 where padded
         return delta_rule_attention(_unit(q), _unit(k), v, beta, chunk_size=c, return_state=return_state)
-    if self.causal and B == 1 and mask is None and (q.shape[-2] > c or return_state):
-        # raw q and k: on a CPU without a gradient, causal_linear_attention applies φ inside its tiles
+    if self.causal and B == 1 and mask is None:   # raw q, k: on a CPU without a gradient, φ is applied in the tiles
         return causal_linear_attention(q, k, v, chunk_size=c, eps=self.eps, return_state=return_state)
     q, k, v = elu_feature_map(q), zero_padded(elu_feature_map(k), mask), zero_padded(v, mask)
     if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=_MAPPED)
     if B > 1:
         out = blindspot_linear_attention(q, k, v, B, eps=self.eps)
         return (out, _blindspot_state(k, v, B)) if return_state else out
-    if q.shape[-2] <= c and not return_state: return causal_linear_attention_quadratic(q, k, v, eps=self.eps)
     return causal_linear_attention(q, k, v, feature_map=_MAPPED, chunk_size=c, eps=self.eps, return_state=return_state)
 
 @patch
