@@ -62,6 +62,26 @@ def _strip_mask(n:int, w:int, causal:bool, mask, device) -> torch.Tensor:
     if mask is not None: keep = keep & mask[:, kpos.clamp(0, n - 1)]                    # and not padding: (b, u, s·w)
     return band & keep[..., None, :]
 
+# %% ../nbs/04_transformer.ipynb #04transforme-010p
+def _strip_sdpa(bq, sk, sv, keep, mask, dropout:float) -> torch.Tensor:
+    "Blocks (b, h, u, w, d) over their strips (b, h, u, s·w, ·) with `keep`, by the fused kernel → (b, h, u, w, e)."
+    b = bq.shape[0]
+    keep = rearrange(keep.expand(b, *keep.shape[-3:]), 'b u i j -> (b u) 1 i j')
+    qs = rearrange(bq, 'b h u w d -> (b u) h w d')
+    ks, vs = (rearrange(t, 'b h u s d -> (b u) h s d') for t in (sk, sv))
+    if mask is None: out = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=keep, dropout_p=dropout)  # no empty row
+    else: out = sdpa_attention(qs, ks, vs, attn_mask=keep, dropout=dropout)
+    return rearrange(out, '(b u) h w e -> b h u w e', b=b)
+
+def _strip_products(bq, sk, sv, keep, dropout:float) -> torch.Tensor:
+    """The same by two batched products and a float32 softmax, the band added to the scores as 0 / -inf.
+    Every query must see a key (no padding mask)."""
+    band = torch.zeros(keep.shape, device=bq.device).masked_fill_(~keep, float('-inf'))  # (u, w, s·w)
+    scores = torch.add(band, bq @ sk.transpose(-1, -2), alpha=bq.shape[-1] ** -0.5)      # q·k/√d + band, float32
+    p = scores.softmax(-1).to(sv.dtype)
+    return (F.dropout(p, dropout) if dropout else p) @ sv
+
+
 # %% ../nbs/04_transformer.ipynb #04transforme-010c
 def local_attention(q:torch.Tensor, # queries (b, h, n, d)
                     k:torch.Tensor, # keys (b, h, n, d)
@@ -84,12 +104,10 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
     bq, bk, bv = (rearrange(pad_to_multiple(t, w)[0], 'b h (u w) d -> b h u w d', w=w) for t in (q, k, v))
     sk, sv = _strips(bk, back, fwd), _strips(bv, back, fwd)                            # (b, h, u, s·w, d)
     keep = _strip_mask(n, w, causal, mask, q.device)
-    keep = rearrange(keep.expand(b, *keep.shape[-3:]), 'b u i j -> (b u) 1 i j')
-    qs = rearrange(bq, 'b h u w d -> (b u) h w d')
-    ks, vs = (rearrange(t, 'b h u s d -> (b u) h s d') for t in (sk, sv))
-    if mask is None: out = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=keep, dropout_p=dropout)  # no empty row
-    else: out = sdpa_attention(qs, ks, vs, attn_mask=keep, dropout=dropout)
-    return rearrange(out, '(b u) h w e -> b h (u w) e', b=b)[:, :, :n]                 # crop the padding
+    if mask is None and q.device.type == 'cpu': out = _strip_products(bq, sk, sv, keep, dropout)
+    else: out = _strip_sdpa(bq, sk, sv, keep, mask, dropout)
+    return out.flatten(2, 3)[:, :, :n]                                                 # (b, h, n, e): crop the padding
+
 
 # %% ../nbs/04_transformer.ipynb #04transforme-014
 def blindspot_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) queries (b, h, n, d)
