@@ -74,12 +74,15 @@ def _strip_sdpa(bq, sk, sv, keep, mask, dropout:float) -> torch.Tensor:
     return rearrange(out, '(b u) h w e -> b h u w e', b=b)
 
 def _strip_products(bq, sk, sv, keep, dropout:float) -> torch.Tensor:
-    """The same by two batched products and a float32 softmax, the band added to the scores as 0 / -inf.
-    Every query must see a key (no padding mask)."""
-    band = torch.zeros(keep.shape, device=bq.device).masked_fill_(~keep, float('-inf'))  # (u, w, s·w)
-    scores = torch.add(band, bq @ sk.transpose(-1, -2), alpha=bq.shape[-1] ** -0.5)      # q·k/√d + band, float32
-    p = scores.softmax(-1).to(sv.dtype)
-    return (F.dropout(p, dropout) if dropout else p) @ sv
+    """The same by two batched products and a softmax, in float32 for half-precision inputs (float64 stays float64),
+    the band added to the scores as 0 or -inf. `keep` is (u, w, s·w): every query must see a key (no padding mask)."""
+    band = torch.zeros(keep.shape, device=bq.device).masked_fill_(~keep, float('-inf'))  # e^-inf = 0: weight 0
+    with full_precision(bq):
+        q, k, v = upcast(bq), upcast(sk), upcast(sv)
+        scores = torch.add(band, q @ k.transpose(-1, -2), alpha=q.shape[-1] ** -0.5)     # q·k/√d + band
+        p = scores.softmax(-1)
+        out = (F.dropout(p, dropout) if dropout else p) @ v
+    return out.to(sv.dtype)
 
 
 # %% ../nbs/04_transformer.ipynb #04transforme-010c
