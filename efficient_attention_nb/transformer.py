@@ -84,7 +84,6 @@ def _strip_products(bq, sk, sv, keep, dropout:float) -> torch.Tensor:
         out = (F.dropout(p, dropout) if dropout else p) @ v
     return out.to(sv.dtype)
 
-
 # %% ../nbs/04_transformer.ipynb #04transforme-010c
 def local_attention(q:torch.Tensor, # queries (b, h, n, d)
                     k:torch.Tensor, # keys (b, h, n, d)
@@ -110,7 +109,6 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
     if mask is None and q.device.type == 'cpu': out = _strip_products(bq, sk, sv, keep, dropout)
     else: out = _strip_sdpa(bq, sk, sv, keep, mask, dropout)
     return out.flatten(2, 3)[:, :, :n]                                                 # (b, h, n, e): crop the padding
-
 
 # %% ../nbs/04_transformer.ipynb #04transforme-014
 def blindspot_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) queries (b, h, n, d)
