@@ -6,6 +6,7 @@
 #   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb)
 #   make lab      JupyterLab on nbs/
 #   make export / make clean-nbs   nbdev_export / nbdev_clean (run both before committing)
+#   make gpu      on a GPU machine: run the notebooks' #| cuda cells and record their outputs in the notebooks
 # GPU machines: make main TORCH_SPEC=torch   (pip's default torch wheel is the CUDA build)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -16,7 +17,7 @@ PIPQ := $(BIN)/pip install --quiet --disable-pip-version-check
 # torch 2.13's profiler otherwise prints 'USDT: profiler_start' lines into saved notebook outputs
 export KINETO_LOG_LEVEL := 6
 
-.PHONY: main test quick install docs lab export clean-nbs tutorials bench clean
+.PHONY: main test quick install docs lab export clean-nbs tutorials bench gpu clean
 
 install: $(VENV)/.installed
 
@@ -50,6 +51,9 @@ test: install
 
 quick: install
 	@$(BIN)/python -m pytest tests -m 'not slow'
+
+gpu: install
+	@$(BIN)/python nbs/_record_cuda.py && $(BIN)/nbdev_clean
 
 lab: install
 	$(BIN)/jupyter lab nbs/

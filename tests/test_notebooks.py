@@ -52,3 +52,27 @@ def test_runner_fails_on_a_failing_cell(tmp_path):
     rc, out = run_nbdev_test(path, cwd=tmp_path)
     assert rc != 0, out
     assert 'deliberately failing cell' in out and 'failing_probe' in out, out
+
+
+def test_record_cuda_writes_only_the_cuda_cells(tmp_path):
+    "nbs/_record_cuda.py (make gpu) runs what nbdev_test --flags cuda runs and records the cuda cells' outputs alone."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('_record_cuda', ROOT / 'nbs' / '_record_cuda.py')
+    rec = importlib.util.module_from_spec(spec); spec.loader.exec_module(rec)
+    cell = lambda i, src, outs=(): {'cell_type': 'code', 'id': i, 'metadata': {}, 'execution_count': None,
+                                    'outputs': list(outs), 'source': src}
+    kept = [{'output_type': 'stream', 'name': 'stdout', 'text': 'committed\n'}]
+    nb = {'cells': [cell('a', 'x = 20\nprint("not recorded")', kept), cell('b', '#| cuda\nprint(x + 1)'),
+                    cell('c', '#| slow\nraise RuntimeError("slow cells are skipped")', kept)],
+          'metadata': {'kernelspec': {'display_name': 'python3', 'language': 'python', 'name': 'python3'}},
+          'nbformat': 4, 'nbformat_minor': 5}
+    (tmp_path / 'nbs').mkdir()
+    (tmp_path / 'settings.ini').write_text((ROOT / 'settings.ini').read_text())
+    path = tmp_path / 'nbs' / 'probe.ipynb'
+    path.write_text(json.dumps(nb))
+    rec.record(path, rec.cuda_outputs(path))
+    cells = {c['id']: c for c in json.loads(path.read_text())['cells']}
+    assert [''.join(o.get('text', '')) for o in cells['b']['outputs']] == ['21\n'], cells['b']['outputs']
+    assert cells['a']['outputs'] == kept and cells['c']['outputs'] == kept
+    (tmp_path / 'nbs' / 'bad.ipynb').write_text(json.dumps({**nb, 'cells': [cell('d', '#| cuda\n1 / 0')]}))
+    with pytest.raises(RuntimeError, match='ZeroDivisionError'): rec.cuda_outputs(tmp_path / 'nbs' / 'bad.ipynb')
