@@ -155,13 +155,15 @@ q, k, v = _causal_inputs({n}, {b}, {h}, {d}, {e}, {grad}, {rearranged})
 f = CAUSAL_FORMS[{form!r}]
 """
 
-def _causal_inputs(n, b, h, d, e, grad=False, rearranged=False):
+DTYPES = ('float32', 'float64', 'bfloat16', 'float16')
+
+def _causal_inputs(n, b, h, d, e, grad=False, rearranged=False, device='cpu', dtype='float32'):
     "Seeded raw q, k (b, h, n, d) and v (b, h, n, e); heads as views of a (b, n, h·d) tensor when `rearranged`."
     g = torch.Generator().manual_seed(0)
     def make(width):
-        if not rearranged: return torch.randn(b, h, n, width, generator=g).requires_grad_(grad)
-        x = torch.randn(b, n, h * width, generator=g).requires_grad_(grad)
-        return x.unflatten(-1, (h, width)).transpose(1, 2)                                # 'b n (h d) -> b h n d'
+        shape = (b, n, h * width) if rearranged else (b, h, n, width)
+        x = torch.randn(*shape, generator=g).to(device, getattr(torch, dtype)).requires_grad_(grad)
+        return x.unflatten(-1, (h, width)).transpose(1, 2) if rearranged else x           # 'b n (h d) -> b h n d'
     return make(d), make(d), make(e)
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-c06
@@ -177,13 +179,18 @@ def benchmark_causal(ns:Sequence[int], # sequence lengths
                      threads:int|None=2, # torch threads (None: leave as is)
                      max_n:dict|None=None, # skip a form above this n, e.g. {'quadratic': 4096}
                      rearranged:bool=False, # heads as views of a (b, n, h·d) tensor, as inside the modules
+                     device:str='cpu', # where the inputs live: cpu or cuda
+                     dtype:str='float32', # their floating-point type, one of DTYPES
                     ) -> list[dict]:
     """Time (and peak memory) of causal forms against n; rows: form, n, b, backward, time_s (median), time_min_s,
     times_s (per round), gflops (chunked forms, forward), peak_mb (with `memory`)."""
     for f in forms: check_choice(f, 'forms', tuple(CAUSAL_FORMS))
+    check_choice(dtype, 'dtype', DTYPES)
+    if memory and torch.device(device).type != 'cpu':
+        raise ValueError(f'memory=True reads the peak of a CPU process; got device {device!r} (use run_benchmarks)')
     max_n, rows = max_n or {}, []
     for n in ns:
-        q, k, v = _causal_inputs(n, b, h, d, e, backward, rearranged)
+        q, k, v = _causal_inputs(n, b, h, d, e, backward, rearranged, device, dtype)
         fns = {f: CAUSAL_FORMS[f] for f in forms if n <= max_n.get(f, float('inf'))}
         def run(fn): return fn(q, k, v).sum().backward() if backward else fn(q, k, v)
         runs = {f: partial(run, fn) for f, fn in fns.items()}
@@ -225,8 +232,6 @@ def benchmark_decode(contexts:Sequence[int], # context lengths already decoded
     return rows
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-007
-DTYPES = ('float32', 'float64', 'bfloat16', 'float16')
-
 @dataclass
 class BenchConfig:
     "Shapes and settings shared by every case of a run."
@@ -917,14 +922,15 @@ def benchmark_lm_step(shapes:Sequence[tuple[int, int]], # (batch, length) pairs
                       repeats:int=3, # timed rounds (the two models take turns); the median is reported
                       threads:int|None=2, # torch threads (None: leave as is)
                       device:str='cpu', # where the models and the batch live
+                      compile:bool=False, # time both models under torch.compile (compiled in the warm-up round)
                      ) -> list[dict]:
     "Training-step time of the linear-attention LM against a softmax LM of the same size, per (b, n), in turns."
     rows = []
     for b, n in shapes:
         models = {k: m.to(device) for k, m in _lm_models(n, num_tokens, dim, depth, heads, local_heads, window).items()}
         x = torch.randint(num_tokens, (b, n + 1), generator=torch.Generator().manual_seed(n)).to(device)
-        runs = {k: partial(lm_train_step, m, torch.optim.AdamW(m.parameters(), lr=1e-4), x)
-                for k, m in models.items()}
+        runs = {k: partial(lm_train_step, torch.compile(m) if compile else m,
+                           torch.optim.AdamW(m.parameters(), lr=1e-4), x) for k, m in models.items()}
         with num_threads(threads): ts = interleaved_times(runs, repeats)
         ratio, lo, hi = ratio_spread(ts['softmax'], ts['linear'])
         med = {k: statistics.median(t) for k, t in ts.items()}
@@ -971,10 +977,11 @@ def benchmark_settings(form:str, # a key of CAUSAL_FORMS
                        repeats:int=3, # timed rounds; the settings take turns within each
                        threads:int|None=2, # torch threads
                        rearranged:bool=True, # heads as views of a (b, n, h·d) tensor
+                       device:str='cpu', # where the inputs live: cpu or cuda
                       ) -> dict[str, list[float]]:
     "Per-round times (s) of one causal form under each setting, the settings interleaved."
     check_choice(form, 'form', tuple(CAUSAL_FORMS))
-    q, k, v = _causal_inputs(n, b, h, d, e, backward, rearranged)
+    q, k, v = _causal_inputs(n, b, h, d, e, backward, rearranged, device)
     f = CAUSAL_FORMS[form]
     def run(kw): return f(q, k, v, **kw).sum().backward() if backward else f(q, k, v, **kw)
     with num_threads(threads), torch.set_grad_enabled(backward):

@@ -131,6 +131,11 @@ def check_heads(dim:int, # model width
     return check_int(dim_head, 'dim_head')
 
 # %% ../nbs/00_core.ipynb #00core-015
+def _values_readable(x:torch.Tensor, # a tensor a check would read values of
+                   ) -> bool:
+    "Whether a check may read `x`'s values: it has some, and is neither on `meta` nor being traced by torch.compile."
+    return x.device.type != 'meta' and x.numel() > 0 and not torch.compiler.is_compiling()
+
 def check_token_ids(x, # the token ids
                     name:str, # the argument name used in error messages
                     num_tokens:int, # vocabulary size: ids must be in [0, num_tokens)
@@ -145,8 +150,9 @@ def check_token_ids(x, # the token ids
         raise TypeError(f'{name} must hold token ids of dtype torch.long or torch.int32, got dtype {x.dtype} '
                         '(convert with .long())')
     check_tensor(x, name, shape, floating=False)
-    if x.device.type != 'meta' and x.numel() and (x.min() < 0 or x.max() >= num_tokens):
-        lo, hi = int(x.min()), int(x.max())
+    if not _values_readable(x): return x
+    lo, hi = torch.stack(torch.aminmax(x.detach())).tolist()                 # both bounds in one read: one sync
+    if lo < 0 or hi >= num_tokens:
         raise ValueError(f'{name} must hold token ids in [0, {num_tokens}), got values in [{lo}, {hi}]')
     return x
 
@@ -156,7 +162,7 @@ def _as_bool_mask(mask, name:str, allow_float:bool) -> torch.Tensor:
     if mask.dtype == torch.bool: return mask
     if mask.is_complex() or (mask.is_floating_point() and not allow_float):
         raise TypeError(f'{name} must be a bool (True = keep) or 0/1 integer tensor, got dtype {mask.dtype}')
-    if mask.device.type != 'meta' and not ((mask == 0) | (mask == 1)).all():
+    if _values_readable(mask) and not ((mask == 0) | (mask == 1)).all():
         raise ValueError(f'{name} must hold only 0 and 1 (or bools), got values {mask.unique()[:5].tolist()}')
     return mask != 0
 
@@ -174,7 +180,7 @@ def as_mask(mask, # the mask: bool with True = keep, or 0/1 integers (None passe
     if tuple(mask.shape) != tuple(shape):
         raise ValueError(f'{name} must have shape {_fmt_shape(shape)}, got {tuple(mask.shape)}')
     mask = _as_bool_mask(mask, name, allow_float)
-    if not allow_empty_rows and mask.device.type != 'meta' and mask.numel():
+    if not allow_empty_rows and _values_readable(mask):
         rows = mask.reshape(mask.shape[0], -1).any(-1)
         if not rows.all():
             raise ValueError(f'{name} masks every position of batch row {int((~rows).nonzero()[0])}; '
@@ -274,12 +280,17 @@ def sdpa_attention(q:torch.Tensor, # queries (b, h, n, d)
     return torch.where(seen, out, 0.)             # empty rows -> 0 (computed unmasked: no NaN, nor in the gradient)
 
 # %% ../nbs/00_core.ipynb #00core-092
+@torch.compiler.assume_constant_result
+def _autocast_available(device_type:str) -> bool:
+    "Whether autocast exists for `device_type`; a constant to `torch.compile`, which cannot trace the query itself."
+    return torch.amp.is_autocast_available(device_type)
+
 def full_precision(device, # a torch.device, a device string, or a tensor (its device is used)
                   ) -> contextlib.AbstractContextManager:
     "A region with autocast switched off on `device`'s type, for states, sums and normalisers (upcast inputs first)."
     if isinstance(device, torch.Tensor): device = device.device
     dt = torch.device(device).type
-    return torch.autocast(dt, enabled=False) if torch.amp.is_autocast_available(dt) else contextlib.nullcontext()
+    return torch.autocast(dt, enabled=False) if _autocast_available(dt) else contextlib.nullcontext()
 
 def upcast(t:torch.Tensor, # any tensor
           ) -> torch.Tensor:

@@ -23,7 +23,8 @@ __all__ = ['FEATURE_MAPS', 'elu_feature_map', 'relu_feature_map', 'noncausal_lin
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-004
 from .core import (default, check_tensor, check_int, check_float, check_choice, check_heads,
-                                         as_mask, pad_to_multiple, full_precision, zero_padded, document_arguments)
+                                         as_mask, pad_to_multiple, full_precision, zero_padded, document_arguments,
+                                         _values_readable)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-009
 def elu_feature_map(x:torch.Tensor, # raw queries or keys, any shape
@@ -46,7 +47,7 @@ def _resolve_feature_map(feature_map) -> Callable|None:
 
 def _check_mapped(q:torch.Tensor, k:torch.Tensor):
     "With feature_map=None, q and k must be non-negative: one reduction and one read (skipped on meta, when compiling)."
-    if q.device.type == 'meta' or torch.compiler.is_compiling() or q.numel() == 0: return
+    if not _values_readable(q): return
     lo = torch.stack((q.detach().amin().float(), k.detach().amin().float())).tolist()
     for name, x in zip('qk', lo):
         if x < 0: raise ValueError(
