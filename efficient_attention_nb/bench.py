@@ -877,10 +877,13 @@ class _CausalSoftmaxBody(nn.Module):
         layer = nn.TransformerEncoderLayer(dim, heads, ff_mult * dim, dropout=0., activation='gelu', batch_first=True,
                                            norm_first=True)
         self.layers = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.mask = None                             # the (n, n) causal mask, built once per length, device and dtype
 
     def forward(self, x):
-        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device, dtype=x.dtype)
-        return self.layers(x, mask=mask, is_causal=True)
+        n, m = x.shape[1], self.mask
+        if m is None or m.shape[0] != n or m.device != x.device or m.dtype != x.dtype:
+            self.mask = nn.Transformer.generate_square_subsequent_mask(n, device=x.device, dtype=x.dtype)
+        return self.layers(x, mask=self.mask, is_causal=True)
 
 def softmax_lm(num_tokens:int, # vocabulary size
                dim:int, # model width

@@ -131,10 +131,15 @@ def check_heads(dim:int, # model width
     return check_int(dim_head, 'dim_head')
 
 # %% ../nbs/00_core.ipynb #00core-015
-def _values_readable(x:torch.Tensor, # a tensor a check would read values of
-                   ) -> bool:
-    "Whether a check may read `x`'s values: it has some, and is neither on `meta` nor being traced by torch.compile."
-    return x.device.type != 'meta' and x.numel() > 0 and not torch.compiler.is_compiling()
+def _holds(x:torch.Tensor, # the tensor whose values are checked
+           cond:Callable, # x → a one-element bool tensor, True when the values are valid
+           msg:str, # what must hold, for the assert inside a compiled graph
+          ) -> bool:
+    """Whether `cond(x)` holds, read on the host once. Nothing to read on `meta` or with no elements (True). While
+    torch.compile traces, the check becomes a device-side assert inside the graph: no host read, no graph break."""
+    if x.device.type == 'meta' or x.numel() == 0: return True
+    if torch.compiler.is_compiling(): torch._assert_async(cond(x), msg); return True
+    return bool(cond(x))
 
 def check_token_ids(x, # the token ids
                     name:str, # the argument name used in error messages
@@ -150,10 +155,9 @@ def check_token_ids(x, # the token ids
         raise TypeError(f'{name} must hold token ids of dtype torch.long or torch.int32, got dtype {x.dtype} '
                         '(convert with .long())')
     check_tensor(x, name, shape, floating=False)
-    if not _values_readable(x): return x
-    lo, hi = torch.stack(torch.aminmax(x.detach())).tolist()                 # both bounds in one read: one sync
-    if lo < 0 or hi >= num_tokens:
-        raise ValueError(f'{name} must hold token ids in [0, {num_tokens}), got values in [{lo}, {hi}]')
+    expected = f'{name} must hold token ids in [0, {num_tokens})'
+    if not _holds(x, lambda t: ((t >= 0) & (t < num_tokens)).all(), expected):       # one host read
+        raise ValueError(f'{expected}, got values in [{int(x.min())}, {int(x.max())}]')
     return x
 
 # %% ../nbs/00_core.ipynb #00core-018
@@ -162,8 +166,9 @@ def _as_bool_mask(mask, name:str, allow_float:bool) -> torch.Tensor:
     if mask.dtype == torch.bool: return mask
     if mask.is_complex() or (mask.is_floating_point() and not allow_float):
         raise TypeError(f'{name} must be a bool (True = keep) or 0/1 integer tensor, got dtype {mask.dtype}')
-    if _values_readable(mask) and not ((mask == 0) | (mask == 1)).all():
-        raise ValueError(f'{name} must hold only 0 and 1 (or bools), got values {mask.unique()[:5].tolist()}')
+    expected = f'{name} must hold only 0 and 1 (or bools)'
+    if not _holds(mask, lambda m: ((m == 0) | (m == 1)).all(), expected):
+        raise ValueError(f'{expected}, got values {mask.unique()[:5].tolist()}')
     return mask != 0
 
 def as_mask(mask, # the mask: bool with True = keep, or 0/1 integers (None passes through)
@@ -180,11 +185,10 @@ def as_mask(mask, # the mask: bool with True = keep, or 0/1 integers (None passe
     if tuple(mask.shape) != tuple(shape):
         raise ValueError(f'{name} must have shape {_fmt_shape(shape)}, got {tuple(mask.shape)}')
     mask = _as_bool_mask(mask, name, allow_float)
-    if not allow_empty_rows and _values_readable(mask):
-        rows = mask.reshape(mask.shape[0], -1).any(-1)
-        if not rows.all():
-            raise ValueError(f'{name} masks every position of batch row {int((~rows).nonzero()[0])}; '
-                             'keep at least one (True = keep)')
+    rows_kept = lambda m: m.reshape(m.shape[0], -1).any(-1)
+    if not allow_empty_rows and not _holds(mask, lambda m: rows_kept(m).all(), f'{name} masks every position of a row'):
+        raise ValueError(f'{name} masks every position of batch row {int((~rows_kept(mask)).nonzero()[0])}; '
+                         'keep at least one (True = keep)')
     return mask if device is None else mask.to(device)
 
 # %% ../nbs/00_core.ipynb #00core-083

@@ -24,7 +24,7 @@ __all__ = ['FEATURE_MAPS', 'elu_feature_map', 'relu_feature_map', 'noncausal_lin
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-004
 from .core import (default, check_tensor, check_int, check_float, check_choice, check_heads,
                                          as_mask, pad_to_multiple, full_precision, zero_padded, document_arguments,
-                                         _values_readable)
+                                         _holds)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-009
 def elu_feature_map(x:torch.Tensor, # raw queries or keys, any shape
@@ -46,10 +46,10 @@ def _resolve_feature_map(feature_map) -> Callable|None:
     return FEATURE_MAPS[check_choice(feature_map, 'feature_map', tuple(FEATURE_MAPS))]
 
 def _check_mapped(q:torch.Tensor, k:torch.Tensor):
-    "With feature_map=None, q and k must be non-negative: one reduction and one read (skipped on meta, when compiling)."
-    if not _values_readable(q): return
-    lo = torch.stack((q.detach().amin().float(), k.detach().amin().float())).tolist()
-    for name, x in zip('qk', lo):
+    "With feature_map=None, q and k must be non-negative: one host read (a device-side assert under torch.compile)."
+    if _holds(q, lambda _: (q.detach().amin() >= 0) & (k.detach().amin() >= 0),
+              'q and k must be non-negative (already feature-mapped) with feature_map=None'): return
+    for name, x in zip('qk', torch.stack((q.detach().amin().float(), k.detach().amin().float())).tolist()):
         if x < 0: raise ValueError(
             f"{name} has negative entries (min {x:.3g}) but feature_map=None means q and k are already feature-mapped "
             "(non-negative); pass raw queries and keys with feature_map='elu' (the default), 'relu' or a callable")
