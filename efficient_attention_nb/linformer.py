@@ -16,7 +16,7 @@ from fastcore.basics import patch
 from .core import (exists, default, check_tensor, check_int, check_float, check_choice, as_mask,
                                          lengths_to_mask, softmax_attention, sdpa_attention, FeedForward, PreNorm,
                                          upcast, full_precision, zero_padded, check_heads, TokenLM, ReversibleSequence,
-                                         document_arguments)
+                                         document_arguments, _holds)
 
 # %% auto #0
 __all__ = ['LinformerProjection', 'LinformerSelfAttention', 'Linformer', 'LinformerLM', 'LinearMultiheadAttention',
@@ -302,7 +302,8 @@ def _keep_from_key_padding_mask(kpm, b:int, s:int, device):
         raise TypeError(f'key_padding_mask must be a torch.Tensor, got {type(kpm).__name__}')
     if kpm.dtype == torch.bool: keep = ~kpm
     elif kpm.is_floating_point():
-        if kpm.device.type != 'meta' and not bool(((kpm == 0) | (kpm == float('-inf'))).all()):
+        if not _holds(kpm, lambda t: ((t == 0) | (t == float('-inf'))).all(),
+                      'key_padding_mask as a float tensor must hold only 0 (attend) and -inf (ignore)'):
             raise ValueError('key_padding_mask as a float tensor must hold only 0 (attend) and -inf (ignore); an '
                              'additive bias cannot pass through the projection along the sequence; got values '
                              f'{kpm.unique()[:5].tolist()}')
@@ -319,7 +320,7 @@ def _keep_mask(key_padding_mask, keep_mask, b:int, s:int, device):
     if exists(keep_mask): return as_mask(keep_mask, 'keep_mask', (b, s), device=device)
     if not exists(key_padding_mask): return None
     keep = _keep_from_key_padding_mask(key_padding_mask, b, s, device)
-    if keep.device.type != 'meta' and not keep.any(-1).all():
+    if not _holds(keep, lambda t: t.any(-1).all(), 'key_padding_mask ignores every key of a batch row'):
         row = int((~keep.any(-1)).nonzero()[0])
         raise ValueError(f'key_padding_mask ignores every key of batch row {row} (True = ignore, torch convention). '
                          'If it is a keep mask (True = keep, as lengths_to_mask returns), pass it as keep_mask= '
