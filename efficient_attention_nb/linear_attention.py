@@ -47,9 +47,11 @@ def _resolve_feature_map(feature_map) -> Callable|None:
 
 def _check_mapped(q:torch.Tensor, k:torch.Tensor):
     "With feature_map=None, q and k must be non-negative: one host read (a device-side assert under torch.compile)."
-    if _holds(q, lambda _: (q.detach().amin() >= 0) & (k.detach().amin() >= 0),
-              'q and k must be non-negative (already feature-mapped) with feature_map=None'): return
-    for name, x in zip('qk', torch.stack((q.detach().amin().float(), k.detach().amin().float())).tolist()):
+    if q.device.type == 'meta' or q.numel() == 0: return
+    lo = torch.stack((q.detach().amin().float(), k.detach().amin().float()))                  # the two minima
+    if _holds(lo, lambda t: (t >= 0).all(), 'q and k must be non-negative (feature-mapped) with feature_map=None'):
+        return
+    for name, x in zip('qk', lo.tolist()):
         if x < 0: raise ValueError(
             f"{name} has negative entries (min {x:.3g}) but feature_map=None means q and k are already feature-mapped "
             "(non-negative); pass raw queries and keys with feature_map='elu' (the default), 'relu' or a callable")
