@@ -245,11 +245,13 @@ def causal_linear_attention_recurrent(q:torch.Tensor, # feature-mapped queries (
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032
 _SCRATCH = threading.local()      # per thread: dtype → one flat CPU buffer that the tiles' workspaces are cut from
+_WORKER_SCRATCH = {}              # worker slot → dtype → buffer: the same for `_on_threads`' workers (new threads)
 
-def _scratch(numel:int, dtype:torch.dtype) -> torch.Tensor:
-    """A flat CPU buffer of `numel` elements: one per thread and dtype, kept and grown, never shrunk (a fresh one
-    of a few MB would page-fault on every call)."""
-    bufs = _SCRATCH.__dict__.setdefault('bufs', {})
+def _scratch(numel:int, dtype:torch.dtype, slot:int|None=None) -> torch.Tensor:
+    """A flat CPU buffer of `numel` elements, kept and grown, never shrunk (a fresh one of a few MB would page-fault
+    on every call): the calling thread's own, or with `slot` the buffer of worker `slot` of `_on_threads`, whose
+    threads are new at every call (it holds a lock, so no two threads use one slot at once)."""
+    bufs = _SCRATCH.__dict__.setdefault('bufs', {}) if slot is None else _WORKER_SCRATCH.setdefault(slot, {})
     if dtype not in bufs or bufs[dtype].numel() < numel:
         with torch.inference_mode(False): bufs[dtype] = torch.empty(numel, dtype=dtype)   # for inference mode too
     return bufs[dtype][:numel]
@@ -314,14 +316,15 @@ def _store_tile(T:_TileViews, out, den, l:int, eps:float|None):
     torch.div(num, dn.clamp_min_(eps), out=out)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032g
-def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, reverse:bool, eps, phi=None):
+def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, reverse:bool, eps, phi=None,
+                 slot:int|None=None):
     "The tiles of the head `blocks` (slices of the B rows), in time order within each block, on this thread."
     (q, qc), (k, kc), (v, vc) = q, k, v
     Hb, n = blocks[0].stop - blocks[0].start, q.shape[1]
     d, e = q.shape[2] + (qc is not None), v.shape[2] + (vc is not None)               # with appended columns
     G, cdt = L // c, tri.dtype
     sizes = [Hb * s for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e)]
-    ws = _scratch(sum(sizes), cdt).split(sizes)                                        # this thread's workspaces
+    ws = _scratch(sum(sizes), cdt, slot).split(sizes)                                  # this worker's workspaces
     carry = torch.empty(Hb, 1, d * e, dtype=cdt, device=q.device)                      # state from the tiles done
     tiles, views, cols_in = range(-(-n // L)), {}, None   # views per tile shape; the shape whose columns are written
     for blk in blocks:
@@ -344,15 +347,16 @@ def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, re
 _ONE_AT_A_TIME = threading.Lock()     # torch's thread count is process-wide: one threaded kernel call at a time
 
 def _on_threads(fn:Callable, shares:list):
-    "fn(share) for every share, each on a Python thread of its own whose torch operations run single-threaded."
+    """fn(share, slot=i) for the i-th share, each on a Python thread of its own whose torch operations run
+    single-threaded; `slot` names the worker's scratch buffer, kept between calls."""
     inference = torch.is_inference_mode_enabled()                     # grad and inference modes are per thread
-    def run(share):
-        with torch.inference_mode() if inference else torch.no_grad(): fn(share)
+    def run(slot, share):
+        with torch.inference_mode() if inference else torch.no_grad(): fn(share, slot=slot)
     with _ONE_AT_A_TIME:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)                                       # restored below, whatever happens
         try:
-            with ThreadPoolExecutor(len(shares)) as pool: list(pool.map(run, shares))
+            with ThreadPoolExecutor(len(shares)) as pool: list(pool.map(run, range(len(shares)), shares))
         finally: torch.set_num_threads(threads)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032f
