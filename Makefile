@@ -26,7 +26,7 @@ $(VENV)/.installed: settings.ini setup.py pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(PIPQ) --upgrade pip 2> >(grep -v "is ignored: it is neither" >&2)
 	@$(PIPQ) "$(TORCH_SPEC)" 2> >(grep -v "is ignored: it is neither" >&2)
-	@$(PIPQ) -e ".[dev]" 2> >(grep -v "is ignored: it is neither" >&2)
+	@PYTHONWARNINGS="ignore:Editable installation" $(PIPQ) -e ".[dev]" 2> >(grep -v "is ignored: it is neither" >&2)
 	@touch $@
 
 tutorials: install

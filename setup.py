@@ -11,9 +11,9 @@ cfg = config['DEFAULT']
 for key in 'version description keywords author author_email'.split():
     if key not in cfg: raise KeyError(f'settings.ini is missing the key {key!r}')
 
-licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache Software License')}
+licenses = {'apache2': 'Apache-2.0'}                                  # SPDX expressions (PEP 639)
 statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable', '6 - Mature', '7 - Inactive']
-lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
+lic = licenses.get(cfg['license'].lower(), cfg['license'])
 min_python = cfg['min_python']
 py_versions = ['3.10', '3.11', '3.12', '3.13']
 requirements = shlex.split(cfg.get('requirements', ''))
@@ -23,16 +23,15 @@ console_scripts = cfg.get('console_scripts', '').split()
 setuptools.setup(
     name=cfg['lib_name'].replace('_', '-'),
     version=cfg['version'],
-    license=lic[0],
+    license=lic,
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
                  'Intended Audience :: ' + cfg['audience'].title(),
                  'Natural Language :: ' + cfg['language'].title()]
-                + [f'Programming Language :: Python :: {v}' for v in py_versions[py_versions.index(min_python):]]
-                + ([f'License :: {lic[1]}'] if lic[1] else []),
+                + [f'Programming Language :: Python :: {v}' for v in py_versions[py_versions.index(min_python):]],
     url=cfg['git_url'],
-    packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
+    packages=[cfg['lib_name'], cfg['lib_name'] + '.data'],      # the library, and the corpus it ships as data
     include_package_data=True,
-    package_data={cfg['lib_name']: ['data/*']},
+    package_data={cfg['lib_name'] + '.data': ['*.txt']},
     install_requires=requirements,
     extras_require={'dev': dev_requirements,
                     'peers': ['linformer', 'linear-attention-transformer', 'local-attention==1.4.4', 'product-key-memory==0.1.10']},
