@@ -256,15 +256,20 @@ def _scratch(numel:int, dtype:torch.dtype, slot:int|None=None) -> torch.Tensor:
         with torch.inference_mode(False): bufs[dtype] = torch.empty(numel, dtype=dtype)   # for inference mode too
     return bufs[dtype][:numel]
 
-def _tile_plan(n:int, c:int, B:int, tile:tuple) -> tuple[int, int, int]:
-    "For a (B, n) grid: positions L per tile (a multiple of c), chunks G = L / c, heads Hb per tile."
+def _tile_plan(n:int, c:int, B:int, tile:tuple, heads:int|None=None) -> tuple[int, int, int]:
+    """For a (B, n) grid: positions L per tile (a multiple of c), chunks G = L / c, heads Hb per tile. With `heads`
+    (blocks inside one batch item of that many heads), a tile short of heads takes more positions instead."""
     rows, positions = tile
     L = min(-(-n // c) * c, max(c, positions // c * c))
-    return L, L // c, max(1, min(rows // L, B))
+    Hb = max(1, min(rows // L, B))
+    if heads is not None and heads < Hb: Hb, L = heads, min(-(-n // c) * c, max(L, rows // heads // c * c))
+    return L, L // c, Hb
 
-def _rows(t):
-    "(b, h, n, ·) → (b·h, n, ·): a view when the b and h axes merge, else one copy; numbers pass through."
-    return t.reshape(t.shape[0] * t.shape[1], *t.shape[2:]) if isinstance(t, torch.Tensor) else t
+def _rows(*ts) -> list:
+    """(b, h, n, ·) operands and (b, h, ·) columns or states as (b·h, ·) views when the b and h axes of every one of
+    them merge; otherwise as they are (heads split off a projection by `rearrange`): never a copy."""
+    merge = all(t.shape[0] == 1 or t.shape[1] == 1 or t.stride(0) == t.shape[1] * t.stride(1) for t in ts)
+    return [t.flatten(0, 1) for t in ts] if merge else list(ts)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032b
 class _TileViews:
@@ -318,17 +323,19 @@ def _store_tile(T:_TileViews, out, den, l:int, eps:float|None):
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032g
 def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, reverse:bool, eps, phi=None,
                  slot:int|None=None):
-    "The tiles of the head `blocks` (slices of the B rows), in time order within each block, on this thread."
+    """The tiles of the head `blocks` (slices of the B rows, or (batch item, head slice) pairs), in time order within
+    each block, on this thread."""
     (q, qc), (k, kc), (v, vc) = q, k, v
-    Hb, n = blocks[0].stop - blocks[0].start, q.shape[1]
-    d, e = q.shape[2] + (qc is not None), v.shape[2] + (vc is not None)               # with appended columns
+    heads = lambda blk: blk[1] if isinstance(blk, tuple) else blk                    # a block's slice of heads
+    Hb, n = heads(blocks[0]).stop - heads(blocks[0]).start, q.shape[-2]
+    d, e = q.shape[-1] + (qc is not None), v.shape[-1] + (vc is not None)             # with appended columns
     G, cdt = L // c, tri.dtype
     sizes = [Hb * s for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e)]
     ws = _scratch(sum(sizes), cdt, slot).split(sizes)                                  # this worker's workspaces
     carry = torch.empty(Hb, 1, d * e, dtype=cdt, device=q.device)                      # state from the tiles done
     tiles, views, cols_in = range(-(-n // L)), {}, None   # views per tile shape; the shape whose columns are written
     for blk in blocks:
-        hb = blk.stop - blk.start
+        hb = heads(blk).stop - heads(blk).start
         cut = lambda t: t[blk].split(L, 1) if isinstance(t, torch.Tensor) else t       # this head block, in tiles
         parts = [(cut(t), cut(col)) for t, col in ((q, qc), (k, kc), (v, vc))]
         o_t, den_t = cut(out), cut(den)
@@ -364,20 +371,23 @@ def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, 
                     den:torch.Tensor|None=None, out_dtype:torch.dtype|None=None, state:torch.Tensor|None=None,
                     phi:Callable|None=None):
     """`Σ_{j≤i} (q_i·k_j) v_j` (`j ≥ i` if `reverse`) for (B, n, ·) operands, by cache-sized tiles; no autograd.
+    (b, h, n, ·) operands, of any strides, are cut into blocks of heads of one batch item.
     An operand may be a pair `(t, col)`: `t` with the column `col` appended (a number or a (B, n) tensor).
     With `eps` the last column of the result is a denominator: returns num / max(den, eps), den written into `den`.
     `state` (B, d·e) holds the state before the first position and is overwritten with the one after the last.
     With `phi(src, dst)` the q and k operands are feature-mapped as their tiles are loaded."""
     q, k, v = ((t, None) if isinstance(t, torch.Tensor) else t for t in (q, k, v))
-    B, n = q[0].shape[:2]
-    e = v[0].shape[2] + (v[1] is not None)
+    lead, n = q[0].shape[:-2], q[0].shape[-2]                                          # (B,) or (b, h)
+    B, e = math.prod(lead), v[0].shape[-1] + (v[1] is not None)
     c, cdt, dev = min(chunk_size, n), _compute_dtype(q[0], k[0], v[0]), q[0].device
     workers = max(1, min(torch.get_num_threads(), B))
-    L, G, Hb = _tile_plan(n, c, -(-B // workers), tile)                               # a worker's share per block
-    out = torch.empty(B, n, e - 1 if eps is not None else e, dtype=out_dtype or cdt, device=dev)
+    heads = lead[1] if len(lead) == 2 else None                                        # blocks stay in one item
+    L, G, Hb = _tile_plan(n, c, -(-B // workers), tile, heads)                         # a worker's share per block
+    out = torch.empty(*lead, n, e - 1 if eps is not None else e, dtype=out_dtype or cdt, device=dev)
     tri = torch.ones(G, G, dtype=cdt, device=dev)
     tri = tri.triu_(1) if reverse else tri.tril_(-1)                                   # chunks t' before (after) t
-    blocks = [slice(i, min(i + Hb, B)) for i in range(0, B, Hb)]
+    blocks = ([slice(i, min(i + Hb, B)) for i in range(0, B, Hb)] if len(lead) == 1 else
+              [(i, slice(j, min(j + Hb, lead[1]))) for i in range(lead[0]) for j in range(0, lead[1], Hb)])
     run = functools.partial(_tile_blocks, q=q, k=k, v=v, out=out, den=den, state=state, L=L, c=c, tri=tri,
                             reverse=reverse, eps=eps, phi=phi)
     if workers > 1 and len(blocks) > 1: _on_threads(run, [blocks[w::workers] for w in range(min(workers, len(blocks)))])
@@ -390,39 +400,42 @@ class _CausalLinearAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, chunk_size, eps, tile):
         (b, h, n), cdt = q.shape[:3], _compute_dtype(q, k, v)
-        q, k, v = _rows(q), _rows(k), _rows(v)                                   # (b·h, n, ·): at most one copy each
-        den = torch.empty(b * h, n, dtype=cdt, device=q.device)
-        out = _causal_product(q, k, (v, 1.), chunk_size=chunk_size, tile=tile, eps=eps, den=den, out_dtype=q.dtype)
-        ctx.save_for_backward(q, k, v, out, den)
-        ctx.chunk_size, ctx.eps, ctx.tile, ctx.bh = chunk_size, eps, tile, (b, h)
-        return out.view(b, h, n, out.shape[-1])
+        den = torch.empty(b, h, n, dtype=cdt, device=q.device)
+        qr, kr, vr, dr = _rows(q, k, v, den)                                     # merged views, or as they are
+        out = _causal_product(qr, kr, (vr, 1.), chunk_size=chunk_size, tile=tile, eps=eps, den=dr, out_dtype=q.dtype)
+        out = out.view(b, h, n, out.shape[-1])
+        ctx.save_for_backward(q, k, v, out, den)                                 # the inputs as they came: no copy
+        ctx.chunk_size, ctx.eps, ctx.tile = chunk_size, eps, tile
+        return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, g):
         q, k, v, out, den = ctx.saved_tensors
-        kw, eps, (b, h) = dict(chunk_size=ctx.chunk_size, tile=ctx.tile), ctx.eps, ctx.bh
+        kw, eps, (b, h) = dict(chunk_size=ctx.chunk_size, tile=ctx.tile), ctx.eps, q.shape[:2]
         dq = dk = dv = None
         with full_precision(g):                                                          # backward may run in autocast
-            dnum = _rows(g).to(den.dtype) / den.clamp_min(eps)[..., None]                # ∂/∂num
+            dnum = g.to(den.dtype) / den.clamp_min(eps)[..., None]                       # ∂/∂num
             dden = -(dnum * out).sum(-1) * (den >= eps)                                   # ∂/∂den (0 where guarded)
+            dnum, dden, q, k, v = _rows(dnum, dden, q, k, v)
             if ctx.needs_input_grad[0]: dq = _causal_product((dnum, dden), (v, 1.), k, out_dtype=q.dtype, **kw)
             if ctx.needs_input_grad[1]:
                 dk = _causal_product((v, 1.), (dnum, dden), q, reverse=True, out_dtype=k.dtype, **kw)
             if ctx.needs_input_grad[2]: dv = _causal_product(k, q, dnum, reverse=True, out_dtype=v.dtype, **kw)
-        heads = lambda t: None if t is None else t.view(b, h, *t.shape[1:])
+        heads = lambda t: None if t is None else t.view(b, h, *t.shape[-2:])
         return heads(dq), heads(dk), heads(dv), None, None, None
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-036b
 def _causal_cpu(q, k, v, chunk_size:int, eps:float, initial_state, return_state:bool, tile:tuple, phi=None):
     "The tiled kernel without autograd: optional state in (initial_state) and out (return_state); φ fused if given."
-    b, h, n, d = q.shape; e, cdt = v.shape[-1], _compute_dtype(q, k, v)
+    (b, h, n, d), e, cdt, out_dtype = q.shape, v.shape[-1], _compute_dtype(q, k, v), q.dtype
     state = None
     if initial_state is not None:
-        state = _state_tensor(initial_state, b, h, d, e, cdt, q.device).view(b * h, d * (e + 1))
-    elif return_state: state = torch.zeros(b * h, d * (e + 1), dtype=cdt, device=q.device)
-    out = _causal_product(_rows(q), _rows(k), (_rows(v), 1.), chunk_size=chunk_size, tile=tile, eps=eps,
-                          out_dtype=q.dtype, state=state, phi=phi).view(b, h, n, e)
+        state = _state_tensor(initial_state, b, h, d, e, cdt, q.device).view(b, h, d * (e + 1))
+    elif return_state: state = torch.zeros(b, h, d * (e + 1), dtype=cdt, device=q.device)
+    q, k, v, *st = _rows(q, k, v, *([] if state is None else [state]))                # merged views, or as they are
+    out = _causal_product(q, k, (v, 1.), chunk_size=chunk_size, tile=tile, eps=eps, out_dtype=out_dtype,
+                          state=st[0] if st else None, phi=phi).view(b, h, n, e)
     if not return_state: return out
     S = state.view(b, h, d, e + 1)
     return out, LinearAttentionState(S[..., :-1], S[..., -1])
