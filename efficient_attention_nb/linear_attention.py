@@ -30,7 +30,7 @@ from .core import (default, check_tensor, check_int, check_float, check_choice, 
 def elu_feature_map(x:torch.Tensor, # raw queries or keys, any shape
                    ) -> torch.Tensor:
     "φ(x) = elu(x) + 1 (Katharopoulos et al. 2020): positive everywhere."
-    return F.elu(x) + 1
+    return F.elu(x).add_(1)      # in place: elu's gradient reads x, not its output, so one full-size tensor
 
 def relu_feature_map(x:torch.Tensor, # raw queries or keys, any shape
                     ) -> torch.Tensor:
@@ -369,13 +369,14 @@ def _on_threads(fn:Callable, shares:list):
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-032f
 def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, eps:float|None=None,
                     den:torch.Tensor|None=None, out_dtype:torch.dtype|None=None, state:torch.Tensor|None=None,
-                    phi:Callable|None=None):
+                    phi:Callable|None=None, like:torch.Tensor|None=None):
     """`Σ_{j≤i} (q_i·k_j) v_j` (`j ≥ i` if `reverse`) for (B, n, ·) operands, by cache-sized tiles; no autograd.
     (b, h, n, ·) operands, of any strides, are cut into blocks of heads of one batch item.
     An operand may be a pair `(t, col)`: `t` with the column `col` appended (a number or a (B, n) tensor).
     With `eps` the last column of the result is a denominator: returns num / max(den, eps), den written into `den`.
     `state` (B, d·e) holds the state before the first position and is overwritten with the one after the last.
-    With `phi(src, dst)` the q and k operands are feature-mapped as their tiles are loaded."""
+    With `phi(src, dst)` the q and k operands are feature-mapped as their tiles are loaded. The result takes the
+    strides of `like` (an operand of its shape), e.g. heads that are a view of a (b, n, h·e) tensor."""
     q, k, v = ((t, None) if isinstance(t, torch.Tensor) else t for t in (q, k, v))
     lead, n = q[0].shape[:-2], q[0].shape[-2]                                          # (B,) or (b, h)
     B, e = math.prod(lead), v[0].shape[-1] + (v[1] is not None)
@@ -383,7 +384,9 @@ def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, 
     workers = max(1, min(torch.get_num_threads(), B))
     heads = lead[1] if len(lead) == 2 else None                                        # blocks stay in one item
     L, G, Hb = _tile_plan(n, c, -(-B // workers), tile, heads)                         # a worker's share per block
-    out = torch.empty(*lead, n, e - 1 if eps is not None else e, dtype=out_dtype or cdt, device=dev)
+    shape, dtype = (*lead, n, e - 1 if eps is not None else e), out_dtype or cdt
+    if like is not None and like.shape == shape: out = torch.empty_like(like, dtype=dtype)     # the caller's layout
+    else: out = torch.empty(shape, dtype=dtype, device=dev)
     tri = torch.ones(G, G, dtype=cdt, device=dev)
     tri = tri.triu_(1) if reverse else tri.tril_(-1)                                   # chunks t' before (after) t
     blocks = ([slice(i, min(i + Hb, B)) for i in range(0, B, Hb)] if len(lead) == 1 else
@@ -402,7 +405,8 @@ class _CausalLinearAttention(torch.autograd.Function):
         (b, h, n), cdt = q.shape[:3], _compute_dtype(q, k, v)
         den = torch.empty(b, h, n, dtype=cdt, device=q.device)
         qr, kr, vr, dr = _rows(q, k, v, den)                                     # merged views, or as they are
-        out = _causal_product(qr, kr, (vr, 1.), chunk_size=chunk_size, tile=tile, eps=eps, den=dr, out_dtype=q.dtype)
+        out = _causal_product(qr, kr, (vr, 1.), chunk_size=chunk_size, tile=tile, eps=eps, den=dr, out_dtype=q.dtype,
+                              like=vr)                                          # laid out like v
         out = out.view(b, h, n, out.shape[-1])
         ctx.save_for_backward(q, k, v, out, den)                                 # the inputs as they came: no copy
         ctx.chunk_size, ctx.eps, ctx.tile = chunk_size, eps, tile
@@ -418,10 +422,10 @@ class _CausalLinearAttention(torch.autograd.Function):
             dnum = g.to(den.dtype) / den.clamp_min(eps)[..., None]                       # ∂/∂num
             dden = -(dnum * out).sum(-1) * (den >= eps)                                   # ∂/∂den (0 where guarded)
             dnum, dden, q, k, v = _rows(dnum, dden, q, k, v)
-            if ctx.needs_input_grad[0]: dq = _causal_product((dnum, dden), (v, 1.), k, out_dtype=q.dtype, **kw)
+            if ctx.needs_input_grad[0]: dq = _causal_product((dnum, dden), (v, 1.), k, out_dtype=q.dtype, like=q, **kw)
             if ctx.needs_input_grad[1]:
-                dk = _causal_product((v, 1.), (dnum, dden), q, reverse=True, out_dtype=k.dtype, **kw)
-            if ctx.needs_input_grad[2]: dv = _causal_product(k, q, dnum, reverse=True, out_dtype=v.dtype, **kw)
+                dk = _causal_product((v, 1.), (dnum, dden), q, reverse=True, out_dtype=k.dtype, like=k, **kw)
+            if ctx.needs_input_grad[2]: dv = _causal_product(k, q, dnum, reverse=True, out_dtype=v.dtype, like=v, **kw)
         heads = lambda t: None if t is None else t.view(b, h, *t.shape[-2:])
         return heads(dq), heads(dk), heads(dv), None, None, None
 
@@ -435,7 +439,7 @@ def _causal_cpu(q, k, v, chunk_size:int, eps:float, initial_state, return_state:
     elif return_state: state = torch.zeros(b, h, d * (e + 1), dtype=cdt, device=q.device)
     q, k, v, *st = _rows(q, k, v, *([] if state is None else [state]))                # merged views, or as they are
     out = _causal_product(q, k, (v, 1.), chunk_size=chunk_size, tile=tile, eps=eps, out_dtype=out_dtype,
-                          state=st[0] if st else None, phi=phi).view(b, h, n, e)
+                          state=st[0] if st else None, phi=phi, like=v).view(b, h, n, e)
     if not return_state: return out
     S = state.view(b, h, d, e + 1)
     return out, LinearAttentionState(S[..., :-1], S[..., -1])
