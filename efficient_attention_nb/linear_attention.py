@@ -420,7 +420,7 @@ class _CausalLinearAttention(torch.autograd.Function):
         dq = dk = dv = None
         with full_precision(g):                                                          # backward may run in autocast
             dnum = g.to(den.dtype) / den.clamp_min(eps)[..., None]                       # ∂/∂num
-            dden = -(dnum * out).sum(-1) * (den >= eps)                                   # ∂/∂den (0 where guarded)
+            dden = -torch.einsum('...e,...e->...', dnum, out) * (den >= eps)            # ∂/∂den (0 where guarded)
             dnum, dden, q, k, v = _rows(dnum, dden, q, k, v)
             if ctx.needs_input_grad[0]: dq = _causal_product((dnum, dden), (v, 1.), k, out_dtype=q.dtype, like=q, **kw)
             if ctx.needs_input_grad[1]:
