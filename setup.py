@@ -23,7 +23,7 @@ console_scripts = cfg.get('console_scripts', '').split()
 setuptools.setup(
     name=cfg['lib_name'].replace('_', '-'),
     version=cfg['version'],
-    license=lic,
+    license_expression=lic,
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
                  'Intended Audience :: ' + cfg['audience'].title(),
                  'Natural Language :: ' + cfg['language'].title()]

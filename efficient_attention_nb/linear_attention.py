@@ -327,7 +327,7 @@ def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, re
     each block, on this thread."""
     (q, qc), (k, kc), (v, vc) = q, k, v
     heads = lambda blk: blk[1] if isinstance(blk, tuple) else blk                    # a block's slice of heads
-    Hb, n = heads(blocks[0]).stop - heads(blocks[0]).start, q.shape[-2]
+    Hb, n = max(heads(blk).stop - heads(blk).start for blk in blocks), q.shape[-2]     # the largest block
     d, e = q.shape[-1] + (qc is not None), v.shape[-1] + (vc is not None)             # with appended columns
     G, cdt = L // c, tri.dtype
     sizes = [Hb * s for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e)]
@@ -376,7 +376,7 @@ def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, 
     With `eps` the last column of the result is a denominator: returns num / max(den, eps), den written into `den`.
     `state` (B, d·e) holds the state before the first position and is overwritten with the one after the last.
     With `phi(src, dst)` the q and k operands are feature-mapped as their tiles are loaded. The result takes the
-    strides of `like` (an operand of its shape), e.g. heads that are a view of a (b, n, h·e) tensor."""
+    strides of `like` (an operand of its shape, when dense), e.g. heads that are a view of a (b, n, h·e) tensor."""
     q, k, v = ((t, None) if isinstance(t, torch.Tensor) else t for t in (q, k, v))
     lead, n = q[0].shape[:-2], q[0].shape[-2]                                          # (B,) or (b, h)
     B, e = math.prod(lead), v[0].shape[-1] + (v[1] is not None)
@@ -420,7 +420,7 @@ class _CausalLinearAttention(torch.autograd.Function):
         dq = dk = dv = None
         with full_precision(g):                                                          # backward may run in autocast
             dnum = g.to(den.dtype) / den.clamp_min(eps)[..., None]                       # ∂/∂num
-            dden = -torch.einsum('...e,...e->...', dnum, out) * (den >= eps)            # ∂/∂den (0 where guarded)
+            dden = -torch.einsum('...e,...e->...', dnum, out.to(dnum.dtype)) * (den >= eps)  # ∂/∂den (0 if guarded)
             dnum, dden, q, k, v = _rows(dnum, dden, q, k, v)
             if ctx.needs_input_grad[0]: dq = _causal_product((dnum, dden), (v, 1.), k, out_dtype=q.dtype, like=q, **kw)
             if ctx.needs_input_grad[1]:
