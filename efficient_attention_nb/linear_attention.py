@@ -326,8 +326,8 @@ def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, re
     """The tiles of the head `blocks` (slices of the B rows, or (batch item, head slice) pairs), in time order within
     each block, on this thread."""
     (q, qc), (k, kc), (v, vc) = q, k, v
-    heads = lambda blk: blk[1] if isinstance(blk, tuple) else blk                    # a block's slice of heads
-    Hb, n = max(heads(blk).stop - heads(blk).start for blk in blocks), q.shape[-2]     # the largest block
+    span = lambda blk: blk[1] if isinstance(blk, tuple) else blk                     # a block's slice of heads
+    Hb, n = max(span(blk).stop - span(blk).start for blk in blocks), q.shape[-2]     # the largest block
     d, e = q.shape[-1] + (qc is not None), v.shape[-1] + (vc is not None)             # with appended columns
     G, cdt = L // c, tri.dtype
     sizes = [Hb * s for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e)]
@@ -335,7 +335,7 @@ def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, re
     carry = torch.empty(Hb, 1, d * e, dtype=cdt, device=q.device)                      # state from the tiles done
     tiles, views, cols_in = range(-(-n // L)), {}, None   # views per tile shape; the shape whose columns are written
     for blk in blocks:
-        hb = heads(blk).stop - heads(blk).start
+        hb = span(blk).stop - span(blk).start
         cut = lambda t: t[blk].split(L, 1) if isinstance(t, torch.Tensor) else t       # this head block, in tiles
         parts = [(cut(t), cut(col)) for t, col in ((q, qc), (k, kc), (v, vc))]
         o_t, den_t = cut(out), cut(den)
