@@ -226,7 +226,8 @@ def benchmark_decode(contexts:Sequence[int], # context lengths already decoded
         q, k = elu_feature_map(q), elu_feature_map(k)
         runs = {'linear': lambda: causal_linear_attention_step(q, k, v, state),
                 'softmax': lambda: F.scaled_dot_product_attention(q[:, :, None], kc, vc)}
-        with num_threads(threads), torch.no_grad(): ts = interleaved_times(runs, repeats, warmup=3)
+        with num_threads(threads), torch.no_grad():                             # each form alone (see above)
+            ts = {name: interleaved_times({name: fn}, repeats, warmup=3)[name] for name, fn in runs.items()}
         rows.append(dict(context=m, linear_step_s=statistics.median(ts['linear']),
                          softmax_step_s=statistics.median(ts['softmax'])))
     return rows
