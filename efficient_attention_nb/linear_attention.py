@@ -358,6 +358,7 @@ def _on_threads(fn:Callable, shares:list):
     single-threaded; `slot` names the worker's scratch buffer, kept between calls."""
     inference = torch.is_inference_mode_enabled()                     # grad and inference modes are per thread
     def run(slot, share):
+        torch.set_num_threads(1)                 # this thread's own BLAS count: a new thread starts at the default
         with torch.inference_mode() if inference else torch.no_grad(): fn(share, slot=slot)
     with _ONE_AT_A_TIME:
         threads = torch.get_num_threads()
