@@ -227,9 +227,7 @@ def benchmark_decode(contexts:Sequence[int], # context lengths already decoded
         runs = {'linear': lambda: causal_linear_attention_step(q, k, v, state),
                 'softmax': lambda: F.scaled_dot_product_attention(q[:, :, None], kc, vc)}
         with num_threads(threads), torch.no_grad():                             # each form alone (see above)
-            ts = {name: interleaved_times({name: fn}, repeats, warmup=3)[name] for name, fn in runs.items()}
-        rows.append(dict(context=m, linear_step_s=statistics.median(ts['linear']),
-                         softmax_step_s=statistics.median(ts['softmax'])))
+            rows.append(dict(context=m, **{f'{name}_step_s': median_time(fn, 3, repeats) for name, fn in runs.items()}))
     return rows
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-007
