@@ -10,3 +10,4 @@ from .linear_attention import *
 from .transformer import *
 from .compositional import *
 from .delta_rule import *
+from .kernels import *

@@ -4,14 +4,12 @@
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-003
 from __future__ import annotations
-import functools, math, threading
-from concurrent.futures import ThreadPoolExecutor
+import functools, math
 from typing import Callable, NamedTuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.autograd.function import once_differentiable
 from einops import rearrange
 from fastcore.basics import patch
 
@@ -200,11 +198,13 @@ def causal_linear_attention_chunked(q:torch.Tensor, # feature-mapped queries (b,
     return out, LinearAttentionState(S[..., :-1], S[..., -1])
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-044
-def causal_linear_attention_step(q:torch.Tensor, # feature-mapped query of the new token (b, h, d)
-                                 k:torch.Tensor, # feature-mapped key of the new token (b, h, d)
+def causal_linear_attention_step(q:torch.Tensor, # query of the new token (b, h, d), raw (mapped by `feature_map`)
+                                 k:torch.Tensor, # key of the new token (b, h, d), raw (mapped by `feature_map`)
                                  v:torch.Tensor, # value of the new token (b, h, e)
                                  state:LinearAttentionState|None=None, # state after the previous tokens; None: empty
                                  eps:float=1e-6, # denominator guard
+                                 *,
+                                 feature_map:str|Callable|None='elu', # φ, as in `causal_linear_attention`; None: mapped
                                 ) -> tuple[torch.Tensor, LinearAttentionState]:
     "One decoding step: update (S, z) with the new token and return its output (b, h, e) and the new state."
     sizes = {}
@@ -217,6 +217,8 @@ def causal_linear_attention_step(q:torch.Tensor, # feature-mapped query of the n
     elif not isinstance(state, tuple) or len(state) != 2:
         raise TypeError(f'state must be a LinearAttentionState (kv, k_sum) or None, got {type(state).__name__}')
     else: check_tensor(state[0], 'state.kv', (b, h, d, e)); check_tensor(state[1], 'state.k_sum', (b, h, d))
+    phi = _resolve_feature_map(feature_map)           # None: q and k are taken as mapped, unchecked (no host read)
+    if phi is not None: q, k = phi(q), phi(k)                                           # φq_t, φk_t
     with full_precision(q):
         q, k, v = q.to(cdt), k.to(cdt), v.to(cdt)
         kv = state[0].to(cdt) + k[..., :, None] * v[..., None, :]                         # S_t = S_{t-1} + φk_t v_tᵀ
@@ -238,226 +240,10 @@ def causal_linear_attention_recurrent(q:torch.Tensor, # feature-mapped queries (
     _check_qkv(q, k, v, same_len=True)
     state, outs = initial_state, []
     for t in range(q.shape[2]):
-        o, state = causal_linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], state, eps=eps)
+        o, state = causal_linear_attention_step(q[:, :, t], k[:, :, t], v[:, :, t], state, eps, feature_map=None)
         outs.append(o)
     out = torch.stack(outs, 2)
     return (out, state) if return_state else out
-
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-032
-_SCRATCH = threading.local()      # per thread: dtype → one flat CPU buffer that the tiles' workspaces are cut from
-_WORKER_SCRATCH = {}              # worker slot → dtype → buffer: the same for `_on_threads`' workers (new threads)
-
-def _scratch(numel:int, dtype:torch.dtype, slot:int|None=None) -> torch.Tensor:
-    """A flat CPU buffer of `numel` elements, kept and grown, never shrunk (a fresh one of a few MB would page-fault
-    on every call): the calling thread's own, or with `slot` the buffer of worker `slot` of `_on_threads`, whose
-    threads are new at every call (it holds a lock, so no two threads use one slot at once)."""
-    bufs = _SCRATCH.__dict__.setdefault('bufs', {}) if slot is None else _WORKER_SCRATCH.setdefault(slot, {})
-    if dtype not in bufs or bufs[dtype].numel() < numel:
-        with torch.inference_mode(False): bufs[dtype] = torch.empty(numel, dtype=dtype)   # for inference mode too
-    return bufs[dtype][:numel]
-
-def _tile_plan(n:int, c:int, B:int, tile:tuple, heads:int|None=None) -> tuple[int, int, int]:
-    """For a (B, n) grid: positions L per tile (a multiple of c), chunks G = L / c, heads Hb per tile. With `heads`
-    (blocks inside one batch item of that many heads), a tile short of heads takes more positions instead."""
-    rows, positions = tile
-    L = min(-(-n // c) * c, max(c, positions // c * c))
-    Hb = max(1, min(rows // L, B))
-    if heads is not None and heads < Hb: Hb, L = heads, min(-(-n // c) * c, max(L, rows // heads // c * c))
-    return L, L // c, Hb
-
-def _rows(*ts) -> list:
-    """(b, h, n, ·) operands and (b, h, ·) columns or states as (b·h, ·) views when the b and h axes of every one of
-    them merge; otherwise as they are (heads split off a projection by `rearrange`): never a copy."""
-    merge = all(t.shape[0] == 1 or t.shape[1] == 1 or t.stride(0) == t.shape[1] * t.stride(1) for t in ts)
-    return [t.flatten(0, 1) for t in ts] if merge else list(ts)
-
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-032b
-class _TileViews:
-    "Every workspace view a tile of `hb` heads × `g` chunks of `c` positions needs: made once per tile shape."
-    def __init__(self, ws, hb:int, g:int, c:int, d:int, e:int, tri:torch.Tensor, carry:torch.Tensor, reverse:bool):
-        wq, wk, wv, wA, wC, wP, wo = ws
-        lp, hg = g * c, hb * g
-        self.q, self.k, self.v = (w[:hb * lp * x].view(hb, lp, x) for w, x in ((wq, d), (wk, d), (wv, e)))  # operands
-        self.q3, self.v3 = self.q.view(hg, c, d), self.v.view(hg, c, e)                   # ... cut into chunks
-        self.kT = self.k.view(hg, c, d).transpose(1, 2)
-        self.C = wC[:hg * d * e].view(hg, d, e); self.Cg = self.C.view(hb, g, d * e)      # chunk states C_t
-        self.P = wP[:hg * d * e].view(hb, g, d * e); self.P3 = self.P.view(hg, d, e)      # states entering: S̄_t
-        self.A = wA[:hg * c * c].view(hg, c, c)                                           # intra-chunk scores
-        self.o = wo[:hg * c * e].view(hg, c, e); self.o2 = self.o.view(hb, lp, e)         # result rows
-        self.num, self.den = self.o2[..., :-1], self.o2[..., -1:]                         # numerator | denominator
-        self.tri, self.carry = tri[:g, :g].expand(hb, g, g), carry[:hb]
-        last = 0 if reverse else g - 1                                                    # the tile's last chunk
-        self.P_last, self.C_last = self.P[:, last:last + 1], self.Cg[:, last:last + 1]
-
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-032d
-def _load_tile(T:_TileViews, parts, j:int, l:int, cols_written:bool, phi:Callable|None=None):
-    """Copy tile j (l positions) of each operand, and its appended column, into the workspaces; zero padded rows.
-    With `phi(src, dst)`, the q and k operands are written feature-mapped."""
-    padded = l < T.q.shape[1]
-    for w, (t, col), fn in zip((T.q, T.k, T.v), parts, (phi, phi, None)):
-        if col is None and fn is not None: fn(t[j], w[:, :l] if padded else w)
-        elif col is None: (w[:, :l] if padded else w).copy_(t[j])
-        else:
-            w[:, :l, :-1].copy_(t[j])
-            if isinstance(col, tuple): w[:, :l, -1] = col[j]                               # a column per position
-            elif padded or not cols_written: w[:, :, -1] = col                             # a number: once per shape
-        if padded: w[:, l:] = 0                                                            # padded rows: inert
-
-def _tile_products(T:_TileViews, reverse:bool):
-    "The chunked form on one tile, the state carried in from the previous tile (T.carry) and out to the next."
-    torch.bmm(T.kT, T.v3, out=T.C)                                                     # C_t = φK_tᵀ V_t
-    torch.baddbmm(T.carry, T.tri, T.Cg, out=T.P)                                       # S̄_t = carry + Σ_{t'<t} C_t'
-    torch.add(T.P_last, T.C_last, out=T.carry)                                         # the state leaving the tile
-    A = torch.bmm(T.q3, T.kT, out=T.A)                                                 # φq_i·φk_j inside each chunk
-    A.triu_() if reverse else A.tril_()                                                # j ≤ i (j ≥ i)
-    torch.bmm(T.q3, T.P3, out=T.o).baddbmm_(A, T.v3)                                   # φQ_t S̄_t + (A⊙M) V_t
-
-def _store_tile(T:_TileViews, out, den, l:int, eps:float|None):
-    "The tile's l result rows into `out`; with eps, num / max(den, eps) (and den into `den` if given)."
-    padded = l < T.o2.shape[1]
-    o2, num, dn = (T.o2[:, :l], T.num[:, :l], T.den[:, :l]) if padded else (T.o2, T.num, T.den)
-    if eps is None: return out.copy_(o2)
-    if den is not None: den.copy_(dn[..., 0])
-    torch.div(num, dn.clamp_min_(eps), out=out)
-
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-032g
-def _tile_blocks(blocks:list, q, k, v, out, den, state, *, L:int, c:int, tri, reverse:bool, eps, phi=None,
-                 slot:int|None=None):
-    """The tiles of the head `blocks` (slices of the B rows, or (batch item, head slice) pairs), in time order within
-    each block, on this thread."""
-    (q, qc), (k, kc), (v, vc) = q, k, v
-    span = lambda blk: blk[1] if isinstance(blk, tuple) else blk                     # a block's slice of heads
-    Hb, n = max(span(blk).stop - span(blk).start for blk in blocks), q.shape[-2]     # the largest block
-    d, e = q.shape[-1] + (qc is not None), v.shape[-1] + (vc is not None)             # with appended columns
-    G, cdt = L // c, tri.dtype
-    sizes = [Hb * s for s in (L * d, L * d, L * e, L * c, G * d * e, G * d * e, L * e)]
-    ws = _scratch(sum(sizes), cdt, slot).split(sizes)                                  # this worker's workspaces
-    carry = torch.empty(Hb, 1, d * e, dtype=cdt, device=q.device)                      # state from the tiles done
-    tiles, views, cols_in = range(-(-n // L)), {}, None   # views per tile shape; the shape whose columns are written
-    for blk in blocks:
-        hb = span(blk).stop - span(blk).start
-        cut = lambda t: t[blk].split(L, 1) if isinstance(t, torch.Tensor) else t       # this head block, in tiles
-        parts = [(cut(t), cut(col)) for t, col in ((q, qc), (k, kc), (v, vc))]
-        o_t, den_t = cut(out), cut(den)
-        if state is None: carry.zero_()
-        else: carry[:hb, 0].copy_(state[blk])
-        for j in (reversed(tiles) if reverse else tiles):
-            l = o_t[j].shape[1]; g = -(-l // c)
-            T = views.get((hb, g)) or views.setdefault((hb, g), _TileViews(ws, hb, g, c, d, e, tri, carry, reverse))
-            _load_tile(T, parts, j, l, cols_in == (hb, g), phi)
-            cols_in = None if g * c > l else (hb, g)
-            _tile_products(T, reverse)
-            _store_tile(T, o_t[j], None if den_t is None else den_t[j], l, eps)
-        if state is not None: state[blk].copy_(carry[:hb, 0])
-
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-032i
-_ONE_AT_A_TIME = threading.Lock()     # torch's thread count is process-wide: one threaded kernel call at a time
-
-def _on_threads(fn:Callable, shares:list):
-    """fn(share, slot=i) for the i-th share, each on a Python thread of its own whose torch operations run
-    single-threaded; `slot` names the worker's scratch buffer, kept between calls."""
-    inference = torch.is_inference_mode_enabled()                     # grad and inference modes are per thread
-    def run(slot, share):
-        torch.set_num_threads(1)                 # this thread's own BLAS count: a new thread starts at the default
-        with torch.inference_mode() if inference else torch.no_grad(): fn(share, slot=slot)
-    with _ONE_AT_A_TIME:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)                                       # restored below, whatever happens
-        try:
-            with ThreadPoolExecutor(len(shares)) as pool: list(pool.map(run, range(len(shares)), shares))
-        finally: torch.set_num_threads(threads)
-
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-032f
-def _causal_product(q, k, v, *, chunk_size:int, tile:tuple, reverse:bool=False, eps:float|None=None,
-                    den:torch.Tensor|None=None, out_dtype:torch.dtype|None=None, state:torch.Tensor|None=None,
-                    phi:Callable|None=None, like:torch.Tensor|None=None):
-    """`Σ_{j≤i} (q_i·k_j) v_j` (`j ≥ i` if `reverse`) for (B, n, ·) operands, by cache-sized tiles; no autograd.
-    (b, h, n, ·) operands, of any strides, are cut into blocks of heads of one batch item.
-    An operand may be a pair `(t, col)`: `t` with the column `col` appended (a number or a (B, n) tensor).
-    With `eps` the last column of the result is a denominator: returns num / max(den, eps), den written into `den`.
-    `state` (B, d·e) holds the state before the first position and is overwritten with the one after the last.
-    With `phi(src, dst)` the q and k operands are feature-mapped as their tiles are loaded. The result takes the
-    strides of `like` (an operand of its shape, when dense), e.g. heads that are a view of a (b, n, h·e) tensor."""
-    q, k, v = ((t, None) if isinstance(t, torch.Tensor) else t for t in (q, k, v))
-    lead, n = q[0].shape[:-2], q[0].shape[-2]                                          # (B,) or (b, h)
-    B, e = math.prod(lead), v[0].shape[-1] + (v[1] is not None)
-    c, cdt, dev = min(chunk_size, n), _compute_dtype(q[0], k[0], v[0]), q[0].device
-    workers = max(1, min(torch.get_num_threads(), B))
-    heads = lead[1] if len(lead) == 2 else None                                        # blocks stay in one item
-    L, G, Hb = _tile_plan(n, c, -(-B // workers), tile, heads)                         # a worker's share per block
-    shape, dtype = (*lead, n, e - 1 if eps is not None else e), out_dtype or cdt
-    if like is not None and like.shape == shape: out = torch.empty_like(like, dtype=dtype)     # the caller's layout
-    else: out = torch.empty(shape, dtype=dtype, device=dev)
-    tri = torch.ones(G, G, dtype=cdt, device=dev)
-    tri = tri.triu_(1) if reverse else tri.tril_(-1)                                   # chunks t' before (after) t
-    blocks = ([slice(i, min(i + Hb, B)) for i in range(0, B, Hb)] if len(lead) == 1 else
-              [(i, slice(j, min(j + Hb, lead[1]))) for i in range(lead[0]) for j in range(0, lead[1], Hb)])
-    run = functools.partial(_tile_blocks, q=q, k=k, v=v, out=out, den=den, state=state, L=L, c=c, tri=tri,
-                            reverse=reverse, eps=eps, phi=phi)
-    if workers > 1 and len(blocks) > 1: _on_threads(run, [blocks[w::workers] for w in range(min(workers, len(blocks)))])
-    elif blocks: run(blocks)                                                           # one thread (or B = 0)
-    return out
-
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-036
-class _CausalLinearAttention(torch.autograd.Function):
-    "Exact causal linear attention by the tiled kernel, with a hand-derived backward: three more causal products."
-    @staticmethod
-    def forward(ctx, q, k, v, chunk_size, eps, tile):
-        (b, h, n), cdt = q.shape[:3], _compute_dtype(q, k, v)
-        den = torch.empty(b, h, n, dtype=cdt, device=q.device)
-        qr, kr, vr, dr = _rows(q, k, v, den)                                     # merged views, or as they are
-        out = _causal_product(qr, kr, (vr, 1.), chunk_size=chunk_size, tile=tile, eps=eps, den=dr, out_dtype=q.dtype,
-                              like=vr)                                          # laid out like v
-        out = out.view(b, h, n, out.shape[-1])
-        ctx.save_for_backward(q, k, v, out, den)                                 # the inputs as they came: no copy
-        ctx.chunk_size, ctx.eps, ctx.tile = chunk_size, eps, tile
-        return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, g):
-        q, k, v, out, den = ctx.saved_tensors
-        kw, eps, (b, h) = dict(chunk_size=ctx.chunk_size, tile=ctx.tile), ctx.eps, q.shape[:2]
-        dq = dk = dv = None
-        with full_precision(g):                                                          # backward may run in autocast
-            dnum = g.to(den.dtype) / den.clamp_min(eps)[..., None]                       # ∂/∂num
-            dden = -torch.einsum('...e,...e->...', dnum, out.to(dnum.dtype)) * (den >= eps)  # ∂/∂den (0 if guarded)
-            dnum, dden, q, k, v = _rows(dnum, dden, q, k, v)
-            if ctx.needs_input_grad[0]: dq = _causal_product((dnum, dden), (v, 1.), k, out_dtype=q.dtype, like=q, **kw)
-            if ctx.needs_input_grad[1]:
-                dk = _causal_product((v, 1.), (dnum, dden), q, reverse=True, out_dtype=k.dtype, like=k, **kw)
-            if ctx.needs_input_grad[2]: dv = _causal_product(k, q, dnum, reverse=True, out_dtype=v.dtype, like=v, **kw)
-        heads = lambda t: None if t is None else t.view(b, h, *t.shape[-2:])
-        return heads(dq), heads(dk), heads(dv), None, None, None
-
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-036b
-def _causal_cpu(q, k, v, chunk_size:int, eps:float, initial_state, return_state:bool, tile:tuple, phi=None):
-    "The tiled kernel without autograd: optional state in (initial_state) and out (return_state); φ fused if given."
-    (b, h, n, d), e, cdt, out_dtype = q.shape, v.shape[-1], _compute_dtype(q, k, v), q.dtype
-    state = None
-    if initial_state is not None:
-        state = _state_tensor(initial_state, b, h, d, e, cdt, q.device).view(b, h, d * (e + 1))
-    elif return_state: state = torch.zeros(b, h, d * (e + 1), dtype=cdt, device=q.device)
-    q, k, v, *st = _rows(q, k, v, *([] if state is None else [state]))                # merged views, or as they are
-    out = _causal_product(q, k, (v, 1.), chunk_size=chunk_size, tile=tile, eps=eps, out_dtype=out_dtype,
-                          state=st[0] if st else None, phi=phi, like=v).view(b, h, n, e)
-    if not return_state: return out
-    S = state.view(b, h, d, e + 1)
-    return out, LinearAttentionState(S[..., :-1], S[..., -1])
-
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-fuse
-_LOG2E = 1 / math.log(2)
-
-def _elu_into(x:torch.Tensor, out:torch.Tensor):
-    "out = elu(x) + 1 = e^min(x, 0) + max(x, 0), written into `out` (a tile's workspace); e^y as 2^(y·log₂e)."
-    out.copy_(x).clamp_(max=0).mul_(_LOG2E).exp2_()
-    out.add_(x.clamp_min(0))
-
-def _relu_into(x:torch.Tensor, out:torch.Tensor):
-    "out = relu(x), written into `out`."
-    out.copy_(x).clamp_(min=0)
-
-_MAP_INTO = {elu_feature_map: _elu_into, relu_feature_map: _relu_into}   # a built-in φ → the same φ, into a tile
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-disp-tile
 def _check_tile(tile) -> tuple:
@@ -468,6 +254,9 @@ def _check_tile(tile) -> tuple:
     return tile
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-disp
+_KERNELS: dict[str, Callable] = {}       # backend name → kernel, registered by the hardware chapter (`kernels`)
+_BACKENDS = ('auto', 'torch', 'triton', 'tiled')
+
 def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped by `feature_map`)
                             k:torch.Tensor, # keys (b, h, n, d), raw (mapped by `feature_map`)
                             v:torch.Tensor, # values (b, h, n, e)
@@ -478,29 +267,29 @@ def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped 
                             eps:float=1e-6, # denominator guard: divide by max(φq·z, eps)
                             initial_state:LinearAttentionState|None=None, # state before position 0
                             return_state:bool=False, # also return the state after the last position
-                            tile:tuple=(4096, 512), # CPU kernel: (rows, positions) per cache-sized tile
-                            kernel_min_rows:int=131072, # CPU: the tiled kernel from b·h·n rows on, chunked form below
+                            backend:str='auto', # 'auto', 'torch' (the chunked form), 'triton' or 'tiled' (CPU)
+                            tile:tuple=(4096, 512), # CPU tile kernel: (rows, positions) per cache-sized tile
+                            kernel_min_rows:int=131072, # CPU, 'auto': the tile kernel from b·h·n rows on
                            ): # (b, h, n, e), or (output, LinearAttentionState) with return_state
-    "Exact causal linear attention in O(n) memory, any n: the tiled kernel on CPU, the chunked form elsewhere."
+    "Exact causal linear attention in O(n) memory, any n: a fast backend where one takes the call, else the chunked form."
     # legend: b batch, h heads, n positions, d features, e value width
     sizes = _check_qkv(q, k, v, same_len=True)
     check_int(chunk_size, 'chunk_size'); check_float(eps, 'eps'); _check_tile(tile)
-    check_int(kernel_min_rows, 'kernel_min_rows', min=0)
-    mask, phi = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=k.device), _resolve_feature_map(feature_map)
-    stateful = initial_state is not None or return_state
-    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, *(initial_state or ())))
-    small = sizes['b'] * sizes['h'] * sizes['n'] < kernel_min_rows                      # the tiles would be mostly idle
-    kernel = q.device.type == 'cpu' and not torch.compiler.is_compiling() and not (stateful and grad) and not small
-    fused = _MAP_INTO.get(phi) if kernel and not grad and mask is None else None        # φ applied as tiles load
-    if fused is None:
-        q, k = _map_qk(q, k, feature_map)
-        k, v = zero_padded(k, mask), zero_padded(v, mask)                                 # padded keys: inert
-    if not kernel and sizes['n'] <= chunk_size and not stateful:                       # one chunk: the chunked form
-        return causal_linear_attention_quadratic(q, k, v, eps=eps)                        # is the quadratic one
-    if not kernel: return causal_linear_attention_chunked(q, k, v, chunk_size, eps, initial_state, return_state)
-    with full_precision(q):
-        if grad: return _CausalLinearAttention.apply(q, k, v, chunk_size, eps, tile)
-        return _causal_cpu(q, k, v, chunk_size, eps, initial_state, return_state, tile, fused)
+    check_int(kernel_min_rows, 'kernel_min_rows', min=0); check_choice(backend, 'backend', _BACKENDS)
+    mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=k.device)
+    for name in {'auto': ('triton', 'tiled'), 'torch': ()}.get(backend, (backend,)):
+        if name not in _KERNELS:
+            if backend == 'auto': continue
+            raise ValueError(f"backend={name!r} is not registered: import efficient_attention_nb.kernels")
+        out = _KERNELS[name](q, k, v, mask=mask, feature_map=feature_map, chunk_size=chunk_size, eps=eps,
+                             initial_state=initial_state, return_state=return_state, tile=tile,
+                             kernel_min_rows=kernel_min_rows, forced=backend != 'auto')
+        if out is not None: return out                                   # None: this backend declined
+    q, k = _map_qk(q, k, feature_map)
+    k, v = zero_padded(k, mask), zero_padded(v, mask)                                 # padded keys: inert
+    if sizes['n'] <= chunk_size and initial_state is None and not return_state:         # one chunk: the chunked
+        return causal_linear_attention_quadratic(q, k, v, eps=eps)                        # form is the quadratic one
+    return causal_linear_attention_chunked(q, k, v, chunk_size, eps, initial_state, return_state)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-047
 class LinearSelfAttention(nn.Module):
@@ -571,7 +360,7 @@ def step(self:LinearSelfAttention, x_t:torch.Tensor, # the new token (b, dim)
     if self.feature_map == 'softmax': raise ValueError("step() needs feature_map='elu', 'relu' or a callable")
     check_tensor(x_t, 'x_t', ('b', self.dim))
     q, k, v = (rearrange(f(x_t), 'b (h d) -> b h d', h=self.heads) for f in (self.to_q, self.to_k, self.to_v))
-    out, state = causal_linear_attention_step(self.phi(q), self.phi(k), v, state, eps=self.eps)
+    out, state = causal_linear_attention_step(self.phi(q), self.phi(k), v, state, self.eps, feature_map=None)
     return self.to_out(self.dropout(rearrange(out, 'b h e -> b (h e)'))), state
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-050
