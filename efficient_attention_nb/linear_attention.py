@@ -271,7 +271,7 @@ def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped 
                             tile:tuple=(4096, 512), # CPU tile kernel: (rows, positions) per cache-sized tile
                             kernel_min_rows:int=131072, # CPU, 'auto': the tile kernel from b·h·n rows on
                            ): # (b, h, n, e), or (output, LinearAttentionState) with return_state
-    "Exact causal linear attention in O(n) memory, any n: a fast backend where one takes the call, else the chunked form."
+    "Exact causal linear attention in O(n) memory, any n: a fast backend where one takes it, else the chunked form."
     # legend: b batch, h heads, n positions, d features, e value width
     sizes = _check_qkv(q, k, v, same_len=True)
     check_int(chunk_size, 'chunk_size'); check_float(eps, 'eps'); _check_tile(tile)
