@@ -25,6 +25,7 @@ class CompositionalAttention(nn.Module):
                  num_searches:int=8, # number of searches S
                  num_retrievals:int=2, # number of retrievals R (value projections shared by all searches)
                  dropout:float=0., # dropout on the search weights and on the retrieval weights
+                 prenorm:bool=False, # LayerNorm the input first (compositional-attention-pytorch's option)
                  causal:bool=False, # token i only sees tokens j <= i
                  dim_retrieval_head:int|None=None, # width e of the retrieval queries/keys, default dim_head
                 ):
@@ -35,6 +36,7 @@ class CompositionalAttention(nn.Module):
         self.dim_retrieval_head = check_int(default(dim_retrieval_head, self.dim_head), 'dim_retrieval_head')
         self.dropout = check_float(dropout, 'dropout', 0., 1., max_inclusive=False)
         self.causal = check_choice(causal, 'causal', (False, True))
+        self.norm = nn.LayerNorm(dim) if check_choice(prenorm, 'prenorm', (False, True)) else None
         S, R, d, e = self.num_searches, self.num_retrievals, self.dim_head, self.dim_retrieval_head
         self.to_search_q = nn.Linear(dim, S * d, bias=False)          # W^q_s, s = 1..S
         self.to_search_k = nn.Linear(dim, S * d, bias=False)          # W^k_s
@@ -86,6 +88,7 @@ def forward(self:CompositionalAttention, x:torch.Tensor, # input (b, n, dim)
             return_retrieval_attn:bool=False, # also return the retrieval weights w (b, S, n, R)
            ):
     """Output (b, n, dim). Legend: b batch, n tokens, s search, r retrieval, d head width, e retrieval q/k width."""
+    if self.norm is not None: x = self.norm(check_tensor(x, 'x', ('b', 'n', self.dim)))    # prenorm
     o = self.search_retrieve(x, mask)                                             # O_{s,r}: (b, s, r, n, d)
     out, w = self._choose(x, o)
     return (out, w) if return_retrieval_attn else out

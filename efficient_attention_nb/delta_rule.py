@@ -4,6 +4,7 @@
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-003
 from __future__ import annotations
+import math
 from typing import NamedTuple
 
 import torch
@@ -16,19 +17,44 @@ from fastcore.basics import patch
 __all__ = ['delta_rule_step', 'delta_rule_recurrent', 'delta_rule_attention', 'DeltaNetCache', 'DeltaNetSelfAttention']
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-004
-from .core import (default, check_tensor, check_int, check_heads, as_mask, full_precision,
+from .core import (_holds, default, check_tensor, check_int, check_heads, as_mask, full_precision,
                                          pad_to_multiple, upcast, zero_padded, document_arguments)
 from .linear_attention import _compute_dtype   # float32 sums (float64 for float64 inputs)
 
+# %% ../nbs/06_delta_rule.ipynb #06deltarule-012c
+def _check_bounds(k:torch.Tensor, beta:torch.Tensor, g:torch.Tensor|None=None):
+    """Refuse β outside [0, 2], keys of norm above 1 (beyond rounding) and log decays g > 0: the inputs on which the
+    delta rule diverges. One host read; an assert inside the graph under torch.compile (core's `_holds`)."""
+    if k.device.type == 'meta' or k.numel() == 0: return
+    ku, bd = upcast(k.detach()), beta.detach().to(upcast(k).dtype)
+    gmax = ku.new_zeros(()) if g is None else g.detach().amax().to(ku.dtype)
+    stats = torch.stack([bd.amin(), bd.amax(), ku.square().sum(-1).amax(), gmax])   # min β, max β, max ‖k‖², max g
+    tol = 2 * torch.finfo(k.dtype).eps + k.shape[-1] * torch.finfo(ku.dtype).eps     # rounding of a unit key's norm
+    ok = lambda s: (s[0] >= 0) & (s[1] <= 2) & (s[2] <= 1 + tol) & (s[3] <= 0)
+    if _holds(stats, ok, 'delta rule: beta must be in [0, 2], keys of norm <= 1 and g <= 0'): return
+    lo, hi, k2, gmax = stats.tolist()
+    skip = '; pass check_bounds=False to skip this check'
+    if not (lo >= 0 and hi <= 2):
+        raise ValueError(f'beta must be in [0, 2] (the delta rule diverges where beta·‖k‖² > 2), got values in '
+                         f'[{lo:.4g}, {hi:.4g}]{skip}')
+    if not k2 <= 1 + tol:
+        raise ValueError(f'k must hold keys of norm <= 1 (unit-norm keys, e.g. F.normalize(k, dim=-1); the delta rule '
+                         f'diverges where beta·‖k‖² > 2), got a key of norm {math.sqrt(k2):.4g}{skip}')
+    raise ValueError(f'g must be <= 0 (a log decay: the decay exp(g) must not exceed 1), got a maximum of '
+                     f'{gmax:.4g}{skip}')
+
+
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-013
 def delta_rule_step(q:torch.Tensor, # query of the new token (b, h, d)
-                    k:torch.Tensor, # key of the new token (b, h, d), normally of unit norm
+                    k:torch.Tensor, # key of the new token (b, h, d), of norm at most 1
                     v:torch.Tensor, # value of the new token (b, h, e)
-                    beta:torch.Tensor, # write strength β_t (b, h), normally in (0, 1]
+                    beta:torch.Tensor, # write strength β_t (b, h), in [0, 2]; normally in (0, 1]
                     state:torch.Tensor, # the state S_{t-1} (b, h, d, e)
                     g:torch.Tensor|None=None, # log decay g_t ≤ 0 (b, h); None = no decay (α_t = 1)
+                    check_bounds:bool=True, # refuse β ∉ [0, 2], ‖k‖ > 1, g > 0 (`_check_bounds`); False: skip
                    ) -> tuple[torch.Tensor, torch.Tensor]: # the output o_t (b, h, e) and the new state S_t
     "One step of the (gated) delta rule: `S_t = α_t S_{t-1} + β_t k_t (v_t − α_t S_{t-1}ᵀk_t)ᵀ`, `o_t = S_tᵀ q_t`."
+    if check_bounds: _check_bounds(k, beta, g)
     if g is not None: state = state * g.exp()[..., None, None]                     # α_t S_{t-1}
     read = torch.einsum('bhde,bhd->bhe', state, k)                                  # what the memory returns for k_t
     err = beta[..., None] * (v - read)                                              # β_t (v_t − α_t S_{t-1}ᵀ k_t)
@@ -48,14 +74,16 @@ def _check_delta(q, k, v, beta, g, initial_state):
     return sizes
 
 def delta_rule_recurrent(q:torch.Tensor, # queries (b, h, n, d)
-                         k:torch.Tensor, # keys (b, h, n, d), normally of unit norm
+                         k:torch.Tensor, # keys (b, h, n, d), of norm at most 1
                          v:torch.Tensor, # values (b, h, n, e)
-                         beta:torch.Tensor, # write strengths β (b, h, n), normally in (0, 1]
+                         beta:torch.Tensor, # write strengths β (b, h, n), in [0, 2]; normally in (0, 1]
                          g:torch.Tensor|None=None, # log decays g ≤ 0 (b, h, n); None = plain delta rule
                          initial_state:torch.Tensor|None=None, # state before the first token (b, h, d, e); None = 0
+                         check_bounds:bool=True, # refuse β ∉ [0, 2], ‖k‖ > 1, g > 0 (`_check_bounds`); False: skip
                         ) -> tuple[torch.Tensor, torch.Tensor]: # outputs (b, h, n, e) and final state (b, h, d, e)
     "The (gated) delta rule token by token (the oracle). Legend: b batch, h heads, n positions, d/e key/value width."
     s = _check_delta(q, k, v, beta, g, initial_state)
+    if check_bounds: _check_bounds(k, beta, g)                                       # once, not at every step
     cdt = _compute_dtype(q, k, v, beta, g, initial_state)
     with full_precision(q.device):
         state = (torch.zeros(s['b'], s['h'], s['d'], s['e'], dtype=cdt, device=q.device) if initial_state is None
@@ -63,7 +91,7 @@ def delta_rule_recurrent(q:torch.Tensor, # queries (b, h, n, d)
         outs = []
         for t in range(s['n']):
             gt = None if g is None else g[:, :, t].to(cdt)
-            o, state = delta_rule_step(*(x[:, :, t].to(cdt) for x in (q, k, v, beta)), state, gt)
+            o, state = delta_rule_step(*(x[:, :, t].to(cdt) for x in (q, k, v, beta)), state, gt, check_bounds=False)
             outs.append(o)
     return torch.stack(outs, 2).to(v.dtype), state
 
@@ -119,18 +147,20 @@ def _scan_states(m, bias, state):
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-033
 def delta_rule_attention(q:torch.Tensor, # queries (b, h, n, d)
-                         k:torch.Tensor, # keys (b, h, n, d), normally of unit norm
+                         k:torch.Tensor, # keys (b, h, n, d), of norm at most 1
                          v:torch.Tensor, # values (b, h, n, e)
-                         beta:torch.Tensor, # write strengths β (b, h, n), normally in (0, 1]
+                         beta:torch.Tensor, # write strengths β (b, h, n), in [0, 2]; normally in (0, 1]
                          *,
                          g:torch.Tensor|None=None, # log decays g ≤ 0 (b, h, n) of the gated delta rule; None = no decay
                          chunk_size:int=64, # longest chunk; the chunks are made as equal as possible
                          initial_state:torch.Tensor|None=None, # state before the first token (b, h, d, e); None = 0
                          return_state:bool=False, # also return the state after the last token
+                         check_bounds:bool=True, # refuse β ∉ [0, 2], ‖k‖ > 1, g > 0 (`_check_bounds`); False: skip
                         ): # outputs (b, h, n, e) in v's dtype; with return_state, (outputs, final state (b, h, d, e))
     "The (gated) delta rule by chunks (Yang et al. 2024). Legend: b batch, h heads, n positions, d/e key/value width."
     s = _check_delta(q, k, v, beta, g, initial_state)
     check_int(chunk_size, 'chunk_size')
+    if check_bounds: _check_bounds(k, beta, g)
     b, h, n, d, e = (s[x] for x in 'bhnde')
     N = max(1, -(-n // chunk_size)); c = -(-max(n, 1) // N)                          # N chunks of c ≤ chunk_size
     cdt, out_dtype = _compute_dtype(q, k, v, beta, g, initial_state), v.dtype
@@ -215,7 +245,8 @@ def prefill(self:DeltaNetSelfAttention, x:torch.Tensor, # inputs (b, n, dim)
     check_tensor(x, 'x', ('b', 'n', self.dim))
     mask = as_mask(mask, 'mask', x.shape[:2], device=x.device, allow_empty_rows=True)
     q, k, v, beta, g, conv = self._project(x, mask)
-    o, state = delta_rule_attention(q, k, v, beta, g=g, chunk_size=self.chunk_size, return_state=True)
+    o, state = delta_rule_attention(q, k, v, beta, g=g, chunk_size=self.chunk_size, return_state=True,
+                                    check_bounds=False)                              # in bounds by construction
     return self._merge_heads(o), DeltaNetCache(state, conv)
 
 @patch
@@ -227,12 +258,13 @@ def forward(self:DeltaNetSelfAttention, x:torch.Tensor, # inputs (b, n, dim)
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-053
 def _decode_step(q, k, v, beta, state=None, g=None):
-    "`delta_rule_step` with the state in float32 (float64 for float64 inputs), zeros if None; the output in v's dtype."
+    """`delta_rule_step` with the state in float32 (float64 for float64 inputs), zeros if None; the output in v's dtype.
+    For the layers, whose inputs are in bounds by construction: no bounds check."""
     cdt = _compute_dtype(q, k, v)
     with full_precision(q.device):
         if state is None: state = q.new_zeros(*k.shape, v.shape[-1], dtype=cdt)
         gt = None if g is None else g.to(cdt)
-        o, state = delta_rule_step(*(t.to(cdt) for t in (q, k, v, beta)), state.to(cdt), gt)
+        o, state = delta_rule_step(*(t.to(cdt) for t in (q, k, v, beta)), state.to(cdt), gt, check_bounds=False)
     return o.to(v.dtype), state
 
 @patch

@@ -235,10 +235,10 @@ class LinearMultiheadAttention(nn.Module):
                  add_zero_attn:bool=False, # append a zero key and value after the projection
                  kdim:int|None=None, # key width (default embed_dim)
                  vdim:int|None=None, # value width (default embed_dim)
-                 batch_first:bool=False, # (b, n, E) instead of (n, b, E)
                  seq_len:int=100, # longest key sequence (rows of E, F)
                  proj_k:int=128, # projected length k
                  param_sharing:str='none', # 'none' (E_i, F_i per head), 'headwise', 'kv' (E = F) or 'layerwise'
+                 batch_first:bool=False, # (b, n, E) instead of (n, b, E)
                  shared_proj:LinformerProjection|None=None, # for 'layerwise': the projection shared by several layers
                  device=None, # where to create the parameters
                  dtype=None, # dtype of the parameters

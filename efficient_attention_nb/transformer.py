@@ -236,7 +236,8 @@ def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=Fal
     global_attn='delta'); (output, state) with `return_state`."""
     B, c = self.blindspot_size, self.chunk_size
     if self.global_attn == 'delta':                                    # unit queries and keys; β = 0 where padded
-        return delta_rule_attention(_unit(q), _unit(k), v, beta, chunk_size=c, return_state=return_state)
+        return delta_rule_attention(_unit(q), _unit(k), v, beta, chunk_size=c, return_state=return_state,
+                                    check_bounds=False)                      # unit keys, β = σ(·): in bounds
     if self.causal and B == 1 and mask is None:   # raw q, k: on a CPU without a gradient, φ is applied in the tiles
         return causal_linear_attention(q, k, v, chunk_size=c, eps=self.eps, return_state=return_state)
     q, k, v = elu_feature_map(q), zero_padded(elu_feature_map(k), mask), zero_padded(v, mask)
@@ -334,13 +335,13 @@ class FoldAxially(nn.Module):
 @dataclass(frozen=True)
 class LinformerSettings:
     "Use Linformer (keys/values projected to `k` positions) for self-attention; non-causal only."
-    k: int = 256 # the projected length
+    k: int # the projected length
 
 @dataclass(frozen=True)
 class LinformerContextSettings:
     "Use Linformer for the cross-attention over a context of at most `seq_len` positions."
     seq_len: int # the longest context
-    k: int = 256 # the projected length
+    k: int # the projected length
 
 # %% ../nbs/04_transformer.ipynb #04transforme-032c
 class _PreNorm(PreNorm):
@@ -466,6 +467,7 @@ class LinearAttentionTransformer(nn.Module):
                  local_attn_window_size:int=128, # local window w
                  receives_context:bool=False, # add cross-attention to a context (encoder output)
                  attend_axially:bool=False, # add strided attention over the sequence folded by the window
+                 *, # keyword-only from here: linear-attention-transformer's pkm_layers, pkm_num_keys come first there
                  linformer_settings:LinformerSettings|None=None, # Linformer self-attention (non-causal)
                  context_linformer_settings:LinformerContextSettings|None=None, # Linformer cross-attention
                  shift_tokens:bool=False, # token shifting before attention and feed-forward
@@ -538,9 +540,10 @@ class LinearAttentionTransformerLM(TokenLM):
     "Language model (or encoder) on token ids: core's `TokenLM` around a `LinearAttentionTransformer` body."
     def __init__(self, num_tokens:int, # vocabulary size
                  dim:int, # model width
-                 heads:int, # attention heads per layer
                  depth:int, # number of layers
                  max_seq_len:int, # longest sequence (size of the position embedding)
+                 heads:int=8, # attention heads per layer
+                 dim_head:int|None=64, # width per head, as in linear-attention-transformer; None = dim // heads
                  causal:bool=False, # autoregressive
                  emb_dim:int|None=None, # factorized embedding width (default dim: no factorization)
                  reversible:bool=False, # reversible residual layers
@@ -554,11 +557,11 @@ class LinearAttentionTransformerLM(TokenLM):
                  local_attn_window_size:int=128, # local window w
                  return_embeddings:bool=False, # return (b, n, dim) hidden states instead of logits
                  receives_context:bool=False, # cross-attention to a context
+                 *, # keyword-only from here: linear-attention-transformer's pkm_layers, pkm_num_keys come first there
                  attend_axially:bool=False, # extra strided attention
                  linformer_settings:LinformerSettings|None=None, # Linformer self-attention (non-causal)
                  context_linformer_settings:LinformerContextSettings|None=None, # Linformer cross-attention
                  shift_tokens:bool=False, # token shifting
-                 dim_head:int|None=None, # width per head, default dim // heads
                  bucket_size:int=64, # chunk length of the causal linear attention
                  global_attn:str='linear', # global heads: 'linear' or 'delta' (the delta rule; causal only)
                 ):

@@ -2,6 +2,11 @@
 
 Token-level causality, padding inertness, decoding = teacher forcing (from the start and after a parallel prefill),
 state_dict round trip, empty batches, and hypothesis-drawn option combinations. Small sizes, one thread.
+
+Round trips of the functions meant to be used together: a layer's (and the LM's) `prefill` + `step`s equal its
+parallel forward, with linear and delta-rule global heads; an encoder's output as a decoder's context gives the same
+logits decoded step by step as in parallel, padded context positions inert, and `generate` with that context equals
+greedy decoding by the parallel forward.
 """
 import io
 
@@ -9,7 +14,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st, HealthCheck
 
-from efficient_attention_nb import LinearAttentionTransformerLM, LinearAttentionTransformer, LinformerSettings
+from efficient_attention_nb import (LinearAttentionTransformerLM, LinearAttentionTransformer, LinformerSettings,
+                                   LinformerContextSettings, LocalGlobalAttention)
 
 torch.set_num_threads(1)
 
@@ -58,13 +64,16 @@ def test_lm_padded_tokens_are_inert(name, causal):
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 23), heads_local=st.integers(0, 4), window=st.integers(1, 6), blind=st.integers(1, 4),
-       shift=st.booleans(), axial=st.booleans(), rev=st.booleans(), chunks=st.integers(1, 3), seed=st.integers(0, 2**16))
-def test_decoding_equals_teacher_forcing(n, heads_local, window, blind, shift, axial, rev, chunks, seed):
-    if blind > 1 and (heads_local == 0 or window < blind - 1): blind = 1
+       shift=st.booleans(), axial=st.booleans(), rev=st.booleans(), chunks=st.integers(1, 3), delta=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_decoding_equals_teacher_forcing(n, heads_local, window, blind, shift, axial, rev, chunks, delta, seed):
+    if blind > 1 and (delta or heads_local == 0 or window < blind - 1): blind = 1
     torch.manual_seed(seed)
     lm = LinearAttentionTransformerLM(num_tokens=11, dim=16, heads=4, depth=2, max_seq_len=24, causal=True,
-                                      n_local_attn_heads=heads_local, local_attn_window_size=window, blindspot_size=blind,
-                                      shift_tokens=shift, attend_axially=axial, reversible=rev, ff_chunks=chunks).eval()
+                                      n_local_attn_heads=heads_local, local_attn_window_size=window,
+                                      blindspot_size=blind, shift_tokens=shift, attend_axially=axial, reversible=rev,
+                                      ff_chunks=chunks, dim_head=None if seed % 2 else 8,
+                                      global_attn='delta' if delta else 'linear').eval()
     tok = torch.randint(0, 11, (2, n), generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         parallel = lm(tok)
@@ -106,7 +115,7 @@ def test_state_dict_round_trip_and_training_step():
     (dict(n_local_attn_heads=-1), ValueError, 'n_local_attn_heads must be >= 0'),
     (dict(causal=True, n_local_attn_heads=2, local_attn_window_size=4, blindspot_size=9), ValueError, 'local_attn_window_size >= 8'),
     (dict(depth=0), ValueError, 'depth must be >= 1, got 0'),
-    (dict(heads=3), ValueError, 'dim (32) must be divisible by heads (3)'),
+    (dict(heads=3, dim_head=None), ValueError, 'dim (32) must be divisible by heads (3)'),   # dim_head=64 needs none
     (dict(ff_dropout=1.0), ValueError, 'ff_dropout must be < 1.0'),
     (dict(local_attn_window_size=0), ValueError, 'local_attn_window_size must be >= 1'),
 ])
@@ -135,3 +144,72 @@ def test_empty_batch(name):
     """b = 0 gives an empty output, as torch's own modules do."""
     lm = _lm(**OPTIONS[name])
     with torch.no_grad(): assert lm(torch.zeros(0, 7, dtype=torch.long)).shape == (0, 7, 23)
+
+
+LAYERS = {'linear': {}, 'delta': dict(global_attn='delta'), 'blindspot': dict(blindspot_size=3)}
+
+
+@pytest.mark.parametrize('kind, n_local', [(k, n) for k in LAYERS for n in (0, 2, 4)
+                                           if not (k == 'blindspot' and n == 0)])   # refused: nothing covers it
+def test_local_global_attention_prefill_then_steps_equal_parallel(kind, n_local):
+    """LocalGlobalAttention: prefill of n0 positions, then one step per position, equals the parallel forward."""
+    torch.manual_seed(3)
+    attn = LocalGlobalAttention(16, heads=4, n_local_heads=n_local, window_size=3, causal=True, chunk_size=4,
+                                **LAYERS[kind]).double().eval()
+    x = torch.randn(2, 17, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ref = attn(x)
+        for n0 in (1, 4, 5, 16):                                            # across window, chunk and block edges
+            out, cache = attn.prefill(x[:, :n0])
+            torch.testing.assert_close(out, ref[:, :n0], rtol=0, atol=1e-10)
+            for t in range(n0, 17):
+                o, cache = attn.step(x[:, t], cache, t)
+                torch.testing.assert_close(o, ref[:, t], rtol=0, atol=1e-10)
+
+
+def _enc_dec(global_attn='linear', context_settings=None):
+    torch.manual_seed(6)
+    enc = LinearAttentionTransformerLM(17, 16, 1, 12, 4, None, n_local_attn_heads=2, local_attn_window_size=3,
+                                       return_embeddings=True).eval()
+    dec = LinearAttentionTransformerLM(17, 16, 2, 24, 4, 8, True, n_local_attn_heads=1, local_attn_window_size=3,
+                                       receives_context=True, global_attn=global_attn,
+                                       context_linformer_settings=context_settings).eval()
+    return enc, dec
+
+
+@pytest.mark.parametrize('global_attn, context_settings', [('linear', None), ('delta', None),
+                                                           ('linear', LinformerContextSettings(seq_len=12, k=5))])
+def test_encoder_decoder_context_round_trip(global_attn, context_settings):
+    """The encoder's output as the decoder's context: prefill + steps = the parallel forward; padding inert."""
+    enc, dec = _enc_dec(global_attn, context_settings)
+    g = torch.Generator().manual_seed(7)
+    src, tgt = torch.randint(0, 17, (2, 11), generator=g), torch.randint(0, 17, (2, 13), generator=g)
+    src_mask = torch.arange(11)[None] < torch.tensor([[11], [7]])                # the second source is padded
+    with torch.no_grad():
+        ctx = enc(src, input_mask=src_mask)
+        kw = dict(context=ctx, context_mask=src_mask)
+        parallel = dec(tgt, **kw)
+        for n0 in (1, 6):
+            h, cache = dec.body.prefill(dec.embed(tgt[:, :n0]), **kw)
+            torch.testing.assert_close(dec.head(h), parallel[:, :n0], rtol=1e-4, atol=1e-4)
+            for t in range(n0, 13):
+                lg, cache = dec.step(tgt[:, t], cache, **kw)
+                torch.testing.assert_close(lg, parallel[:, t], rtol=1e-4, atol=1e-4)
+        src2 = torch.where(src_mask, src, torch.randint(0, 17, (2, 11), generator=g))  # other tokens where padded
+        ctx2 = enc(src2, input_mask=src_mask)
+        torch.testing.assert_close(ctx2[src_mask], ctx[src_mask], rtol=0, atol=1e-5)
+        ctx2 = torch.where(src_mask[..., None], ctx2, 1e3 * torch.randn(ctx2.shape, generator=g))
+        torch.testing.assert_close(dec(tgt, context=ctx2, context_mask=src_mask), parallel, rtol=0, atol=1e-4)
+        assert (dec(tgt, context=ctx2) - parallel).abs().max() > 1e-3         # without the mask the padding counts
+
+
+def test_generate_with_context_equals_greedy_parallel():
+    enc, dec = _enc_dec()
+    g = torch.Generator().manual_seed(8)
+    src, prompt = torch.randint(0, 17, (2, 9), generator=g), torch.randint(0, 17, (2, 3), generator=g)
+    src_mask = torch.arange(9)[None] < torch.tensor([[9], [5]])
+    with torch.no_grad():
+        kw = dict(context=enc(src, input_mask=src_mask), context_mask=src_mask)
+        new, seq = dec.generate(prompt, 8, temperature=0., **kw), prompt
+        for _ in range(8): seq = torch.cat([seq, dec(seq, **kw)[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(new, seq[:, 3:])
