@@ -159,7 +159,7 @@ def _blindspot_step(q, k, v, state, t:int, B:int, eps:float=1e-6):
         done = cur if done is None else LinearAttentionState(done.kv + cur.kv, done.k_sum + cur.k_sum)
         cur = None
     out = torch.zeros_like(v) if done is None else _read_state(q, done, eps)             # first block: nothing visible
-    _, cur = causal_linear_attention_step(q, k, v, cur, eps=eps)                        # S, z of the open block
+    _, cur = causal_linear_attention_step(q, k, v, cur, eps, feature_map=None)          # S, z of the open block
     return out, (done, cur)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-017
@@ -623,7 +623,8 @@ def step(self:LocalGlobalAttention, x:torch.Tensor, # the new position's input (
         outs.append(o)
     elif l < self.heads:
         qg, kg, st = elu_feature_map(qg), elu_feature_map(kg), cache.get('state')
-        if self.blindspot_size == 1: o, new['state'] = causal_linear_attention_step(qg, kg, vg, st, eps=self.eps)
+        if self.blindspot_size == 1:
+            o, new['state'] = causal_linear_attention_step(qg, kg, vg, st, self.eps, feature_map=None)
         else: o, new['state'] = _blindspot_step(qg, kg, vg, st, t, self.blindspot_size, self.eps)
         outs.append(o)
     return self._merge(outs), new
