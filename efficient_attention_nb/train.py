@@ -503,8 +503,8 @@ def _train_config(c:dict) -> dict:
     if lr == 0: raise ValueError('lr must be > 0, got 0')
     c['min_lr'] = check_float(default(c['min_lr'], lr / 10), 'min_lr', min=0., max=lr)
     steps = check_int(c['steps'], 'steps')
-    c['warmup'] = check_int(default(c['warmup'], max(1, min(100, steps // 10))), 'warmup', min=0, max=steps)
-    c['decay_steps'] = check_int(default(c.get('decay_steps'), steps), 'decay_steps')   # the cosine's length
+    c['decay_steps'] = decay = check_int(default(c.get('decay_steps'), steps), 'decay_steps')  # the cosine's length
+    c['warmup'] = check_int(default(c['warmup'], max(1, min(100, steps // 10))), 'warmup', min=0, max=decay)
     check_float(c['weight_decay'], 'weight_decay'); check_float(c['grad_clip'], 'grad_clip')
     if len(c['betas']) != 2: raise ValueError(f'betas must be two numbers, got {c["betas"]!r}')
     c['betas'] = tuple(check_float(b, f'betas[{i}]', max=1., max_inclusive=False) for i, b in enumerate(c['betas']))

@@ -167,3 +167,14 @@ def test_signal_stops_with_one_line(tmp_path, sig, status):
     assert f'after step {step} of 400' in lines[0]
     assert json.loads((tmp_path / 'r' / 'curve.json').read_text())['steps'] == step
     assert 'tok/s' in err                                                        # the bar: tokens/s and time left
+
+
+@pytest.mark.slow
+def test_compiled_run_resumes_exactly(tmp_path, one_thread):
+    "--compile: recorded, and an interrupted compiled run resumes to the same curve (compiling takes ~20 s on a CPU)."
+    kw = dict(SMALL, task='recall', n_pairs=6, steps=6, eval_every=2, compile=True)
+    whole = train('softmax', out=tmp_path / 'whole', **kw)
+    assert whole['config']['compile'] and load_run(tmp_path / 'whole').config['compile']
+    with pytest.raises(TrainingInterrupted): train('softmax', out=tmp_path / 'cut', on_step=_stop_at(1), **kw)
+    again = resume(tmp_path / 'cut')
+    assert again['curve'] == whole['curve'] and again['val_loss'] == whole['val_loss']
