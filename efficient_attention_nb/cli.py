@@ -6,12 +6,15 @@
 from __future__ import annotations
 import argparse, os, re, sys
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from . import __version__
 from .core import check_int, check_float, check_divisible, document_arguments
-from .train import ATTENTIONS, TASKS, train, load_run, read_text, best_run, _dist_env
+from .train import (ATTENTIONS, TASKS, AUTOCAST_DTYPES, train, resume, load_run,
+                                          load_training_state, read_text, best_run, TrainingInterrupted,
+                                          CheckpointError, _autocast, _dist_env)
 from . import bench
 
 # %% auto #0
@@ -86,15 +89,31 @@ def _train_output_args(p:argparse.ArgumentParser):
     g.add_argument('--save-every-rank', action='store_true',
                    help='under torchrun, every process also writes model_rank<r>.pt')
 
+# %% ../nbs/09_cli.ipynb #09cli-060
+def _train_run_args(p:argparse.ArgumentParser):
+    g = p.add_argument_group('checkpoints and resuming')
+    g.add_argument('--eval-every', type=int, default=None, metavar='N', help='validate and write a checkpoint '
+                   '(state.pt, model.pt, best.pt) every N steps and at the end (default 100)')
+    g.add_argument('--resume', metavar='RUN', default=None, help='continue the run in the folder RUN where its last '
+                   'checkpoint left it; with --steps N, train on to N steps in all')
+    s = p.add_argument_group('precision and speed')
+    s.add_argument('--dtype', default='float32', choices=AUTOCAST_DTYPES,
+                   help='autocast type of the forward pass (float16 with a gradient scaler)')
+    s.add_argument('--compile', action=argparse.BooleanOptionalAction, default=False,
+                   help='train through torch.compile (the first steps are slow: they compile)')
+
 # %% ../nbs/09_cli.ipynb #09cli-012
 def _generate_args(p:argparse.ArgumentParser):
-    p.add_argument('run', metavar='RUN_DIR', help='a run folder written by train (or its model.pt)')
+    p.add_argument('run', metavar='RUN_DIR', help='a run folder written by train (or its model.pt, best.pt)')
     p.add_argument('--prompt', required=True, help='the text to continue (its characters must be in the vocabulary)')
     p.add_argument('--max-new-tokens', type=int, default=200, help='characters to generate')
     p.add_argument('--temperature', type=float, default=0.8, help='softmax temperature; 0 is greedy decoding')
     p.add_argument('--top-k', type=int, default=None, help='sample among the k most likely characters only')
     p.add_argument('--seed', type=int, default=0, help='seeds the sampling')
     p.add_argument('--device', default='cpu', help='cpu, cuda, ...')
+    p.add_argument('--dtype', default=None, choices=AUTOCAST_DTYPES, help="autocast type (default: the run's --dtype)")
+    p.add_argument('--compile', action=argparse.BooleanOptionalAction, default=None,
+                   help="compile the model's forward with torch.compile (default: as the run was trained)")
 
 # %% ../nbs/09_cli.ipynb #09cli-013
 def _bench_args(p:argparse.ArgumentParser):
@@ -134,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest='command', required=True, metavar='{train,generate,bench}')
     for name, helptext, adders in [
             ('train', 'train a small LM with one attention mechanism (works under torchrun --nproc_per_node N)',
-             (_train_data_args, _train_model_args, _train_recipe_args, _train_output_args)),
+             (_train_data_args, _train_model_args, _train_recipe_args, _train_output_args, _train_run_args)),
             ('generate', 'continue a prompt with a model saved by train', (_generate_args,)),
             ('bench', 'time and memory of every mechanism against softmax attention', (_bench_args,))]:
         sp = sub.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + '.',
@@ -144,14 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 # %% ../nbs/09_cli.ipynb #09cli-020
 _INT_OPTIONS = {'steps': 1, 'batch_size': 1, 'seq_len': 1, 'pairs': 1, 'dim': 1, 'depth': 1, 'heads': 1,
-                'eval_batches': 1, 'threads': 1, 'seed': 0, 'warmup': 0, 'sample_len': 0, 'conv_size': 0}
+                'eval_every': 1, 'eval_batches': 1, 'threads': 1, 'seed': 0, 'warmup': 0, 'sample_len': 0,
+                'conv_size': 0}
 def _option(dest:str) -> str: return '--' + dest.replace('_', '-')
 _LAYER_OPTIONS = {'gate': 'delta', 'conv_size': 'delta', 'no_out_norm': 'delta',   # layer option → its --attn
                   'global_attn': 'transformer'}
 
 _OPTION_OF = {'n_pairs': '--pairs', 'text_file': '--text'} | {d: _option(d) for d in (     # train's name → option
     'seq_len', 'batch_size', 'sample_len', 'min_lr', 'weight_decay', 'grad_clip', 'lr', 'val_fraction', 'eval_batches',
-    'steps', 'warmup', 'dim', 'heads', 'depth')}
+    'steps', 'warmup', 'dim', 'heads', 'depth', 'eval_every')}
 
 def _as_options(message:str, # an error message of `train` or `run_bench`
                 options:dict=_OPTION_OF, # argument name → the command's option
@@ -211,35 +231,30 @@ def _fail(command:str, message:str) -> int:
     return 2
 
 # %% ../nbs/09_cli.ipynb #09cli-023
-def _progress(steps:int, desc:str):
-    "A tqdm bar and the `on_step(step, loss)` that advances it and shows the loss."
-    from tqdm import tqdm
-    bar = tqdm(total=steps, desc=desc, mininterval=0.5)
-    def on_step(step, loss):
-        if step % 10 == 0 or step == steps - 1: bar.set_postfix(loss=f'{loss:.3f}', refresh=False)
-        bar.update(1)
-    return bar, on_step
-
 def _train_summary(r:dict, out:str) -> str:
     acc = f'   recall accuracy {r["accuracy"]:.3f}' if r['accuracy'] is not None else ''
-    return (f'{r["task"]}/{r["attn"]}: {r["params"]:,} parameters, {r["steps"]} steps in {r["seconds"]:.1f} s '
+    resumed = f' (resumed at step {", ".join(map(str, r["resumed_at"]))})' if r['resumed_at'] else ''
+    return (f'{r["task"]}/{r["attn"]}: {r["params"]:,} parameters, {r["steps"]} steps{resumed} in {r["seconds"]:.1f} s '
             f'({r["tokens_per_second"]:,.0f} tokens/s) on {r["world_size"]} process(es)\n'
             f'final loss {r["final_loss"]:.4f}   val loss {r["val_loss"]:.4f}{acc}\n'
-            f'sample: {r["sample"]}\nsaved {out}/model.pt, curve.json, curve.csv, curve.png')
+            f'sample: {r["sample"]}\nsaved {out}: model.pt, best.pt (val loss {r["best"]["loss"]:.4f} at step '
+            f'{r["best"]["step"]}), state.pt (to resume), curve.json, curve.csv, curve.png')
+
+def _interrupted(e:TrainingInterrupted, out:str) -> str:
+    "The one line printed when a signal stopped the run."
+    return (f'efficient-attention train: {e}; checkpoint saved in {out}; '
+            f'resume with: efficient-attention train --resume {out}')
 
 # %% ../nbs/09_cli.ipynb #09cli-024
 def _train_once(a:argparse.Namespace, lr:float|None, out:str, rank:int) -> dict:
     "One run of `train` with the command's options, the peak learning rate `lr` and the folder `out`."
-    bar, on_step = _progress(a.steps, f'{a.task}/{a.attn}') if rank == 0 and not a.no_progress else (None, None)
-    try:
-        return train(a.attn, task=a.task, text_file=a.text, steps=a.steps, batch_size=a.batch_size, lr=lr,
-                     min_lr=a.min_lr, warmup=a.warmup, weight_decay=a.weight_decay, betas=(a.beta1, a.beta2),
-                     grad_clip=a.grad_clip, seq_len=a.seq_len, n_pairs=a.pairs, val_fraction=a.val_fraction,
-                     dim=a.dim, depth=a.depth, heads=a.heads, attn_options=_attn_options(a), seed=a.seed, out=out,
-                     device=a.device, sample_len=a.sample_len, prompt=a.prompt, eval_batches=a.eval_batches,
-                     on_step=on_step, save_every_rank=a.save_every_rank)
-    finally:
-        if bar is not None: bar.close()
+    return train(a.attn, task=a.task, text_file=a.text, steps=a.steps, batch_size=a.batch_size, lr=lr,
+                 min_lr=a.min_lr, warmup=a.warmup, weight_decay=a.weight_decay, betas=(a.beta1, a.beta2),
+                 grad_clip=a.grad_clip, seq_len=a.seq_len, n_pairs=a.pairs, val_fraction=a.val_fraction,
+                 dim=a.dim, depth=a.depth, heads=a.heads, attn_options=_attn_options(a), seed=a.seed, out=out,
+                 device=a.device, sample_len=a.sample_len, prompt=a.prompt, eval_batches=a.eval_batches,
+                 eval_every=a.eval_every, dtype=a.dtype, compile=a.compile, progress=rank == 0 and not a.no_progress,
+                 save_every_rank=a.save_every_rank)
 
 def _sweep_table(results:list[dict]) -> str:
     best = best_run(results)
@@ -250,6 +265,7 @@ def _sweep_table(results:list[dict]) -> str:
 
 # %% ../nbs/09_cli.ipynb #09cli-048
 def _cmd_train(a:argparse.Namespace) -> int:
+    if a.resume is not None: return _cmd_resume(a)
     out = a.out if a.out is not None else os.path.join('_train', f'{a.task}_{a.attn}')
     rank, note, lrs = _dist_env()[0], None, a.lr or [None]
     try:
@@ -261,10 +277,90 @@ def _cmd_train(a:argparse.Namespace) -> int:
     results = []
     for lr in lrs:
         run_out = out if len(lrs) == 1 else os.path.join(out, f'lr{lr:g}')
-        try: results.append(_train_once(a, lr, run_out, rank))
-        except (ValueError, TypeError) as e: return _fail('train', _as_options(str(e)))
+        status = _guarded(lambda: results.append(_train_once(a, lr, run_out, rank)), run_out, rank)
+        if status: return status
         if rank == 0: print(_train_summary(results[-1], run_out))
     if rank == 0 and len(lrs) > 1: print(_sweep_table(results))
+    return 0
+
+# %% ../nbs/09_cli.ipynb #09cli-062
+def _guarded(work:Callable, out:str, rank:int) -> int:
+    "Run `work()`; 0, or the exit status of the one line printed (on rank 0) for how it failed."
+    say = (lambda line: print(line, file=sys.stderr)) if rank == 0 else (lambda line: None)
+    try: work(); return 0
+    except TrainingInterrupted as e: say(_interrupted(e, out)); return e.exit_status
+    except CheckpointError as e: say(f'efficient-attention train: error: {e}'); return 1
+    except (ValueError, TypeError) as e: return _fail('train', _as_options(str(e)))
+    except KeyboardInterrupt:
+        kept = (f'the checkpoint in {out} is kept; resume with: efficient-attention train --resume {out}'
+                if (Path(out) / 'state.pt').exists() else 'no checkpoint had been written')
+        say(f'efficient-attention train: interrupted by SIGINT outside a training step; {kept}'); return 130
+
+# %% ../nbs/09_cli.ipynb #09cli-064
+_RESUME_FREE = ('resume', 'steps', 'eval_every', 'compile', 'sample_len', 'prompt', 'device', 'threads',
+                'no_progress', 'save_every_rank')
+
+def _given_options(argv:list[str]) -> dict:
+    "The options typed after `train` (dest → value), without argparse's defaults."
+    p = build_parser()
+    for action in {a.dest: a for a in p._actions}['command'].choices['train']._actions:
+        action.default = argparse.SUPPRESS
+    return {k: v for k, v in vars(p.parse_args(argv)).items() if k != 'command'}
+
+def _run_options(c:dict) -> dict:
+    "The options a run was started with (dest → value), from its training state's configuration `c`."
+    o = c['attn_options']
+    return {'attn': c['attn'], 'task': c['task'], 'text': c['text_file'], 'seq_len': c['seq_len'],
+            'pairs': c['n_pairs'], 'val_fraction': c['val_fraction'], 'dim': c['dim'], 'depth': c['depth'],
+            'heads': c['heads'], 'global_attn': o.get('global_attn', 'linear' if c['attn'] == 'transformer' else None),
+            'gate': o.get('gate', False), 'conv_size': o.get('conv_size'), 'no_out_norm': not o.get('out_norm', True),
+            'batch_size': c['batch_size'], 'lr': [c['lr']], 'min_lr': c['min_lr'], 'warmup': c['warmup'],
+            'weight_decay': c['weight_decay'], 'beta1': c['betas'][0], 'beta2': c['betas'][1],
+            'grad_clip': c['grad_clip'], 'seed': c['seed'], 'eval_batches': c['eval_batches'], 'dtype': c['dtype']}
+
+# %% ../nbs/09_cli.ipynb #09cli-065
+def _shown(dest:str, value) -> str:
+    "An option as typed: `--dim 64`, `--gate`, `--lr 0.003`; 'without --gate' for an option that was not given."
+    if value is None or value is False: return f'without {_option(dest)}'
+    if value is True: return _option(dest)
+    return f'{_option(dest)} {" ".join(map(str, value)) if isinstance(value, list) else value}'
+
+def _check_resume_options(given:dict, c:dict, run:str):
+    "Raise ValueError, naming the option, for an option given with --resume that contradicts the run."
+    was = _run_options(c)
+    for dest, value in given.items():
+        if dest in _RESUME_FREE: continue
+        if dest not in was:
+            raise ValueError(f'{_option(dest)} does not apply with --resume: the run continues in its folder {run}')
+        if dest == 'text': value = str(Path(value).resolve())
+        if value != was[dest]:
+            raise ValueError(f'{_shown(dest, value)} contradicts the run in {run}, which was trained '
+                             f"{'with ' if was[dest] not in (None, False) else ''}{_shown(dest, was[dest])}; "
+                             f'leave {_option(dest)} out to resume it')
+
+# %% ../nbs/09_cli.ipynb #09cli-066
+def _cmd_resume(a:argparse.Namespace) -> int:
+    rank, given = _dist_env()[0], a.given
+    try: st = load_training_state(a.resume)
+    except ValueError as e: return _fail('train', f'--resume: {e}')
+    c, done = st['config'], st['progress']['step']
+    try:
+        _check_resume_options(given, c, a.resume); _check_device(a.device)
+        for dest in ('steps', 'eval_every', 'threads', 'sample_len'):
+            if dest in given: check_int(given[dest], _option(dest), min=_INT_OPTIONS[dest])
+        if 'steps' not in given and done >= c['steps']:
+            raise ValueError(f'the run in {a.resume} has done all its {done} steps; add --steps N, N > {done}, '
+                             'to go on')
+        if given.get('steps', done + 1) <= done:
+            raise ValueError(f'--steps must be more than the {done} steps the run has done, got {given["steps"]}')
+    except ValueError as e: return _fail('train', str(e))
+    if a.threads is not None: torch.set_num_threads(a.threads)
+    kw = {k: given.get(k) for k in ('steps', 'eval_every', 'compile', 'sample_len', 'prompt')}
+    result = []
+    status = _guarded(lambda: result.append(resume(a.resume, device=a.device, progress=rank == 0 and not a.no_progress,
+                                                   save_every_rank=a.save_every_rank, **kw)), a.resume, rank)
+    if status: return status
+    if rank == 0: print(_train_summary(result[0], a.resume))
     return 0
 
 # %% ../nbs/09_cli.ipynb #09cli-026
@@ -283,8 +379,10 @@ def _cmd_generate(a:argparse.Namespace) -> int:
         return _fail('generate', f'--top-k must be <= the vocabulary size {len(vocab)}, got {a.top_k}')
     try: ids = vocab.encode(a.prompt)[None].to(a.device)
     except ValueError as e: return _fail('generate', f'--prompt: {e}')
+    if (config['compile'] if a.compile is None else a.compile): model.compile()
     g = torch.Generator(device=a.device).manual_seed(a.seed)
-    new = model.generate(ids, a.max_new_tokens, temperature=a.temperature, top_k=a.top_k, generator=g)
+    with _autocast(torch.device(a.device), a.dtype or config['dtype']):
+        new = model.generate(ids, a.max_new_tokens, temperature=a.temperature, top_k=a.top_k, generator=g)
     print(vocab.decode(new[0]))
     return 0
 
@@ -318,8 +416,10 @@ _COMMANDS = {'train': _cmd_train, 'generate': _cmd_generate, 'bench': _cmd_bench
 def main(argv:list[str]|None=None, # the arguments (default sys.argv[1:])
         ) -> int:
     "The `efficient-attention` console script: `train`, `generate` or `bench`; returns the exit status."
+    argv = sys.argv[1:] if argv is None else list(argv)
     try: a = build_parser().parse_args(argv)
     except SystemExit as e: return int(e.code or 0)                      # --help, --version, or a usage error
+    if a.command == 'train' and a.resume is not None: a.given = _given_options(argv)
     return _COMMANDS[a.command](a)
 
 if __name__ == '__main__' and '__file__' in globals(): sys.exit(main())

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_training.ipynb #07training-003
 from __future__ import annotations
-import csv, json, math, os, pickle, random, time
+import csv, hashlib, io, json, math, os, pickle, random, signal, threading, time, warnings
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -15,6 +15,7 @@ import torch.distributed as dist
 from einops import rearrange
 from fastcore.basics import patch
 
+from . import __version__
 from .core import (default, check_tensor, check_int, check_float, check_choice, check_divisible,
                                          sdpa_attention, FeedForward, TokenLM, document_arguments)
 from .linear_attention import LinearSelfAttention
@@ -24,10 +25,11 @@ from .transformer import LinearAttentionTransformerLM
 from .delta_rule import DeltaNetSelfAttention
 
 # %% auto #0
-__all__ = ['ATTENTIONS', 'TASKS', 'ATTN_OPTIONS', 'CHECKPOINT_FORMAT', 'make_corpus', 'load_corpus', 'CharVocab', 'TextFileError',
-           'read_text', 'RecallTask', 'CharTask', 'SoftmaxSelfAttention', 'Block', 'Blocks', 'RecurrentBlocks',
-           'TinyLM', 'make_model', 'count_parameters', 'lr_schedule', 'make_optimizer', 'evaluate', 'train',
-           'checkpoint', 'Run', 'load_run', 'lr_sweep', 'best_run']
+__all__ = ['ATTENTIONS', 'TASKS', 'ATTN_OPTIONS', 'AUTOCAST_DTYPES', 'CHECKPOINT_FORMAT', 'STATE_FORMAT', 'make_corpus',
+           'load_corpus', 'CharVocab', 'TextFileError', 'read_text', 'RecallTask', 'CharTask', 'SoftmaxSelfAttention',
+           'Block', 'Blocks', 'RecurrentBlocks', 'TinyLM', 'make_model', 'count_parameters', 'lr_schedule',
+           'make_optimizer', 'evaluate', 'train', 'checkpoint', 'plot_run', 'Run', 'load_run', 'CheckpointError',
+           'TrainingInterrupted', 'load_training_state', 'resume', 'lr_sweep', 'best_run']
 
 # %% ../nbs/08_training.ipynb #07training-007
 _HEROES = ['fox', 'hare', 'crow', 'owl', 'wolf', 'bear', 'frog', 'mouse', 'goat', 'heron', 'miller', 'sailor',
@@ -491,6 +493,7 @@ def evaluate(model:nn.Module, # the model (a DistributedDataParallel wrapper is 
 
 # %% ../nbs/08_training.ipynb #07training-044
 _TASK_DEFAULTS = {'char': {'batch_size': 32, 'lr': 3e-3}, 'recall': {'batch_size': 64, 'lr': 1e-2}}
+AUTOCAST_DTYPES = ('float32', 'bfloat16', 'float16')
 
 def _train_config(c:dict) -> dict:
     "`train`'s arguments (a dict), checked, with the task's defaults filled in."
@@ -500,16 +503,22 @@ def _train_config(c:dict) -> dict:
     if lr == 0: raise ValueError('lr must be > 0, got 0')
     c['min_lr'] = check_float(default(c['min_lr'], lr / 10), 'min_lr', min=0., max=lr)
     steps = check_int(c['steps'], 'steps')
-    c['warmup'] = check_int(default(c['warmup'], max(1, min(100, steps // 10))), 'warmup', min=0, max=steps)
+    c['decay_steps'] = decay = check_int(default(c.get('decay_steps'), steps), 'decay_steps')  # the cosine's length
+    c['warmup'] = check_int(default(c['warmup'], max(1, min(100, steps // 10))), 'warmup', min=0, max=decay)
     check_float(c['weight_decay'], 'weight_decay'); check_float(c['grad_clip'], 'grad_clip')
     if len(c['betas']) != 2: raise ValueError(f'betas must be two numbers, got {c["betas"]!r}')
     c['betas'] = tuple(check_float(b, f'betas[{i}]', max=1., max_inclusive=False) for i, b in enumerate(c['betas']))
     for k in ('dim', 'depth', 'heads', 'eval_batches'): check_int(c[k], k)
+    c['eval_every'] = check_int(default(c['eval_every'], 100), 'eval_every')
+    check_choice(c['dtype'], 'dtype', AUTOCAST_DTYPES)
+    if not isinstance(c['compile'], bool): raise TypeError(f'compile must be True or False, got {c["compile"]!r}')
     c['attn_options'] = _check_attn_options(c['attn'], c['attn_options'])
     check_int(c['seed'], 'seed', min=0); check_int(c['sample_len'], 'sample_len', min=0)
     if task == 'recall' and (c['seq_len'] is not None or c['text_file'] is not None):
         raise ValueError("seq_len and text_file apply to task='char'; the recall task's length follows n_pairs")
     if task == 'char' and c['n_pairs'] is not None: raise ValueError("n_pairs applies to task='recall'")
+    if task == 'char': c['seq_len'] = check_int(default(c['seq_len'], 128), 'seq_len')
+    else: c['n_pairs'] = check_int(default(c['n_pairs'], 24), 'n_pairs')
     if c['attn'] == 'linformer' and task == 'char': make_model('linformer', 'char')      # raises the clear error
     return c
 
@@ -517,22 +526,22 @@ def _train_config(c:dict) -> dict:
 def _make_tasks(c:dict):
     "(training task, validation task) of the configuration `c`."
     if c['task'] == 'recall':
-        p = default(c['n_pairs'], 24)
+        p = c['n_pairs']
         t = RecallTask(n_pairs=p, n_queries=4, n_keys=max(24, p), n_values=8)
         return t, t                                                        # validation: fresh sequences
     text = None if c['text_file'] is None else read_text(c['text_file'])[0]
-    seq_len = default(c['seq_len'], 128)
-    data = CharTask(seq_len, text, 'train', c['val_fraction'])
-    return data, CharTask(seq_len, text, 'val', c['val_fraction'], vocab=data.vocab)
+    data = CharTask(c['seq_len'], text, 'train', c['val_fraction'])
+    return data, CharTask(c['seq_len'], text, 'val', c['val_fraction'], vocab=data.vocab)
 
 def _build_model(c:dict, data, device, world:int):
-    "(model, the module to call: the model or its DistributedDataParallel wrapper)."
+    "(model, the module to call: the model, compiled if asked, in its DistributedDataParallel wrapper under torchrun)."
     torch.manual_seed(c['seed'])                                          # identical init on every rank
     model = make_model(c['attn'], c['task'], num_tokens=data.num_tokens, seq_len=data.seq_len, dim=c['dim'],
                        depth=c['depth'], heads=c['heads'], attn_options=c['attn_options']).to(device)
-    if world == 1: return model, model
+    net = torch.compile(model) if c['compile'] else model                # shares the parameters of `model`
+    if world == 1: return model, net
     from torch.nn.parallel import DistributedDataParallel
-    return model, DistributedDataParallel(model, device_ids=[device.index] if device.type == 'cuda' else None)
+    return model, DistributedDataParallel(net, device_ids=[device.index] if device.type == 'cuda' else None)
 
 def _step_seed(seed:int, step:int) -> int: return seed * 1_000_003 + step
 
@@ -541,24 +550,40 @@ def _rank_rows(batch_size:int, rank:int, world:int) -> slice:
     per_rank = check_divisible(batch_size, 'batch_size', world, 'the number of processes (WORLD_SIZE)')
     return slice(rank * per_rank, (rank + 1) * per_rank)
 
+# %% ../nbs/08_training.ipynb #07training-201
+def _autocast(device:torch.device, dtype:str):
+    "The autocast region of `dtype` on `device` (for float32: none)."
+    return torch.autocast(device.type, dtype=getattr(torch, dtype), enabled=dtype != 'float32')
+
+def _grad_scaler(device:torch.device, dtype:str):
+    "A gradient scaler for float16, disabled (a pass-through) for the other types."
+    return torch.amp.GradScaler(device.type, enabled=dtype == 'float16')
+
 # %% ../nbs/08_training.ipynb #07training-046
-def _run_steps(net, model, data, c:dict, rows:slice, device, world:int, on_step) -> tuple[list[float], float]:
-    "The optimisation loop: the loss of the global batch at every step, and the seconds it took."
-    opt, sched = make_optimizer(model, c['steps'], c['lr'], c['min_lr'], c['warmup'], c['weight_decay'], c['betas'])
-    curve, t0 = [], time.perf_counter()
-    for step in range(c['steps']):
-        x, y = data.batch(c['batch_size'], torch.Generator().manual_seed(_step_seed(c['seed'], step)))
-        x, y = x[rows].to(device), y[rows].to(device)                     # this rank's rows of the global batch
-        loss = F.cross_entropy(rearrange(net(x), 'b n c -> (b n) c'), y.flatten(), ignore_index=-100)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()                                                   # DDP: gradients averaged over ranks
-        if c['grad_clip'] > 0: nn.utils.clip_grad_norm_(model.parameters(), c['grad_clip'])
-        opt.step(); sched.step()
-        l = loss.detach()
-        if world > 1: dist.all_reduce(l); l = l / world                   # loss of the global batch
-        curve.append(float(l))
-        if on_step is not None: on_step(step, curve[-1])
-    return curve, time.perf_counter() - t0
+def _train_step(net, model, opt, sched, scaler, data, c:dict, rows:slice, device, step:int) -> torch.Tensor:
+    "One optimiser step on the global batch of `step` (seeded by `(seed, step)`); this rank's loss, detached."
+    x, y = data.batch(c['batch_size'], torch.Generator().manual_seed(_step_seed(c['seed'], step)))
+    x, y = x[rows].to(device), y[rows].to(device)                     # this rank's rows of the global batch
+    with _autocast(device, c['dtype']):
+        logits = net(x)
+    loss = F.cross_entropy(rearrange(logits.float(), 'b n c -> (b n) c'), y.flatten(), ignore_index=-100)
+    opt.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()                                     # DDP: gradients averaged over ranks
+    scaler.unscale_(opt)                                              # float16: the true gradients, then clip
+    if c['grad_clip'] > 0: nn.utils.clip_grad_norm_(model.parameters(), c['grad_clip'])
+    scaler.step(opt); scaler.update()                                 # float16: a step with inf/nan is skipped
+    with warnings.catch_warnings():                                   # ... and torch warns that the schedule moved
+        warnings.filterwarnings('ignore', 'Detected call of `lr_scheduler.step', UserWarning)
+        sched.step()
+    return loss.detach()
+
+def _agree(loss:torch.Tensor, signum:int|None, world:int) -> tuple[float, int|None]:
+    "The global batch's loss, and the stop signal: under torchrun one rank's signal stops every rank at this step."
+    if world == 1: return float(loss), signum
+    t = torch.stack([loss.float(), loss.new_tensor(float(signum == signal.SIGINT)),
+                     loss.new_tensor(float(signum == signal.SIGTERM))])
+    dist.all_reduce(t)                                                # sums: the loss, and the ranks signalled
+    return float(t[0]) / world, signal.SIGINT if t[1] > 0 else signal.SIGTERM if t[2] > 0 else None
 
 # %% ../nbs/08_training.ipynb #07training-047
 @torch.no_grad()
@@ -568,11 +593,13 @@ def _sample(model, val, c:dict, device) -> str:
     try:
         if c['task'] == 'recall':
             x, _ = val.batch(1, torch.Generator().manual_seed(c['seed']))
-            return val.describe(x[0], model(x.to(device)).argmax(-1)[0].cpu())
+            with _autocast(device, c['dtype']): pred = model(x.to(device)).argmax(-1)[0].cpu()
+            return val.describe(x[0], pred)
         prompt = c['prompt'] if c['prompt'] is not None else _default_prompt(val.vocab, c['text_file'])
         ids = val.vocab.encode(prompt).to(device)[None]
         g = torch.Generator(device=device).manual_seed(c['seed'])
-        return prompt + val.vocab.decode(model.generate(ids, c['sample_len'], temperature=0.8, generator=g)[0])
+        with _autocast(device, c['dtype']): new = model.generate(ids, c['sample_len'], temperature=0.8, generator=g)
+        return prompt + val.vocab.decode(new[0])
     finally: model.train(was_training)
 
 def _default_prompt(vocab:CharVocab, text_file) -> str:
@@ -581,20 +608,30 @@ def _default_prompt(vocab:CharVocab, text_file) -> str:
     return '\n' if '\n' in vocab.stoi else vocab.chars[0]
 
 # %% ../nbs/08_training.ipynb #07training-048
-def _summarise(model, val, c:dict, curve:list[float], seconds:float, world:int, device) -> dict:
-    "The run's record: losses, validation, throughput, a sample, the model's configuration and the recipe."
-    ev = evaluate(model, val, batches=c['eval_batches'], seed=10_000 + c['seed'])
-    tail = curve[-max(1, len(curve) // 10):]
+def _validate(s:dict, model, val, c:dict, device) -> bool:
+    "Evaluate after `s['step']` steps into `s['evals']`; whether this is the best validation loss so far."
+    with _autocast(device, c['dtype']):
+        ev = evaluate(model, val, batches=c['eval_batches'], seed=10_000 + c['seed'])
+    s['evals'].append({'step': s['step'], 'loss': ev['loss'], 'accuracy': ev['accuracy']})
+    best = s['best'] is None or ev['loss'] < s['best']['loss']
+    if best: s['best'] = s['evals'][-1]
+    return best
+
+def _summarise(model, val, c:dict, s:dict, world:int, device, sample:bool=True) -> dict:
+    "The run's record: losses, validations, throughput, a sample, the model's configuration and the recipe."
+    last, tail = (s['evals'] or [{'loss': None, 'accuracy': None}])[-1], s['curve'][-max(1, len(s['curve']) // 10):]
     config = {'attn': c['attn'], 'task': c['task'], 'num_tokens': val.num_tokens, 'seq_len': val.seq_len,
               'n_pairs': getattr(val, 'n_pairs', None), 'dim': c['dim'], 'depth': c['depth'], 'heads': c['heads'],
-              'attn_options': c['attn_options']}
-    return {'attn': c['attn'], 'task': c['task'], 'steps': c['steps'], 'batch_size': c['batch_size'],
-            'world_size': world, 'device': str(device), 'params': count_parameters(model), 'seconds': seconds,
-            'tokens_per_second': c['steps'] * c['batch_size'] * val.seq_len / seconds,
-            'final_loss': sum(tail) / len(tail), 'val_loss': ev['loss'],
-            'accuracy': ev['accuracy'] if c['task'] == 'recall' else None, 'sample': _sample(model, val, c, device),
-            'curve': curve, 'config': config,
-            'text_file': None if c['text_file'] is None else str(c['text_file']), 'val_fraction': c['val_fraction'],
+              'attn_options': c['attn_options'], 'dtype': c['dtype'], 'compile': c['compile']}
+    return {'attn': c['attn'], 'task': c['task'], 'steps': s['step'], 'batch_size': c['batch_size'],
+            'world_size': world, 'device': str(device), 'params': count_parameters(model), 'seconds': s['seconds'],
+            'tokens_per_second': s['step'] * c['batch_size'] * val.seq_len / max(s['seconds'], 1e-9),
+            'final_loss': sum(tail) / len(tail), 'val_loss': last['loss'],
+            'accuracy': last['accuracy'] if c['task'] == 'recall' else None,
+            'sample': _sample(model, val, c, device) if sample else None,
+            'curve': s['curve'], 'evals': s['evals'], 'best': s['best'], 'resumed_at': s['resumed_at'],
+            'config': config, 'text_file': None if c['text_file'] is None else str(c['text_file']),
+            'val_fraction': c['val_fraction'], 'eval_every': c['eval_every'],
             'recipe': {k: c[k] for k in ('lr', 'min_lr', 'warmup', 'weight_decay', 'betas', 'grad_clip', 'seed')}}
 
 # %% ../nbs/08_training.ipynb #07training-050
@@ -617,26 +654,21 @@ def train(attn:str, # one of ATTENTIONS ('linformer' on the recall task only)
           heads:int=4, # attention heads per block
           attn_options:dict|None=None, # the attention layer's own options (ATTN_OPTIONS), e.g. {'gate': True}
           seed:int=0, # seeds the initialisation, the batches and the sample
-          out:str|Path|None=None, # directory for model.pt and curve.json/.csv/.png; None writes nothing
+          out:str|Path|None=None, # run folder: checkpoints (state.pt, model.pt, best.pt), curve.json/.csv/.png
           device:str|None=None, # default: cuda if available (one GPU per process under torchrun), else cpu
           sample_len:int=100, # task 'char': characters to sample after the prompt
           prompt:str|None=None, # task 'char': the sample's prompt (default 'once upon a time', or a new line)
           eval_batches:int=4, # batches of 64 sequences for the validation loss
+          eval_every:int|None=None, # validate (and checkpoint, with `out`) every this many steps (default 100)
+          dtype:str='float32', # autocast type of the forward pass: 'float32' (none), 'bfloat16' or 'float16'
+          compile:bool=False, # train through torch.compile(model)
           on_step:Callable[[int, float], None]|None=None, # called with (step, loss) after every step
+          progress:bool=False, # a tqdm bar on rank 0: tokens/s, time left, step and loss
           save_every_rank:bool=False, # under torchrun also write model_rank{r}.pt from every rank (for checks)
          ) -> dict:
     "Train a small LM with the chosen attention; returns the curve, final and validation loss, a sample, the config."
     c = _train_config(locals())
-    rank, world, device, started = _setup_distributed(device)
-    try:
-        rows, (data, val) = _rank_rows(c['batch_size'], rank, world), _make_tasks(c)
-        model, net = _build_model(c, data, device, world)
-        curve, seconds = _run_steps(net, model, data, c, rows, device, world, on_step)
-        result = _summarise(model, val, c, curve, seconds, world, device)
-        if out is not None: _save_run(Path(out), model, result, val, rank, world, save_every_rank)
-        return result
-    finally:
-        if started: dist.destroy_process_group()
+    return _fit(c, out, device, on_step, progress, save_every_rank)
 
 # %% ../nbs/08_training.ipynb #07training-052
 CHECKPOINT_FORMAT = 'efficient_attention_nb.train/checkpoint-1'
@@ -649,22 +681,20 @@ def checkpoint(model:nn.Module, # the trained model
     return {'format': CHECKPOINT_FORMAT, 'config': dict(config), 'vocab': None if vocab is None else vocab.to_dict(),
             'model': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
 
-def _save_run(out:Path, model, result:dict, val, rank:int, world:int, save_every_rank:bool):
-    "Write model.pt, curve.json, curve.csv and curve.png (rank 0), and model_rank{r}.pt if asked."
-    out.mkdir(parents=True, exist_ok=True)
-    ckpt = checkpoint(model, result['config'], getattr(val, 'vocab', None))
-    if save_every_rank and world > 1: torch.save(ckpt, out / f'model_rank{rank}.pt')
-    if rank != 0: return
-    torch.save(ckpt, out / 'model.pt')
-    (out / 'curve.json').write_text(json.dumps(result, indent=1))
-    with open(out / 'curve.csv', 'w', newline='') as f:
-        w = csv.writer(f); w.writerow(['step', 'loss']); w.writerows(enumerate(result['curve']))
+def plot_run(result:dict, # what `train` returned, or a run's curve.json
+            ):
+    "The loss curve of a run: the training loss at every step, the validation loss at each evaluation, resumptions."
     from matplotlib.figure import Figure                                               # no pyplot: no global state
     fig = Figure(figsize=(6, 3.5)); ax = fig.subplots()
-    ax.plot(result['curve'], lw=0.8, label='train (global batch)')
-    ax.axhline(result['val_loss'], color='k', ls=':', label=f'validation {result["val_loss"]:.3f}')
+    ax.plot(range(1, len(result['curve']) + 1), result['curve'], lw=0.8, label='train (global batch)')
+    ev = result.get('evals') or []
+    if ev: ax.plot([e['step'] for e in ev], [e['loss'] for e in ev], 'o-', color='k', ms=4, lw=1,
+                   label=f'validation (last {ev[-1]["loss"]:.3f})')
+    for i, step in enumerate(result.get('resumed_at') or []):
+        ax.axvline(step, color='tab:red', ls=':', lw=1, label='resumed' if i == 0 else None)
     ax.set_xlabel('step'); ax.set_ylabel('cross-entropy (nats)'); ax.set_title(f'{result["task"]} / {result["attn"]}')
-    ax.legend(); fig.tight_layout(); fig.savefig(out / 'curve.png', dpi=100)
+    ax.legend(); fig.tight_layout()
+    return fig
 
 # %% ../nbs/08_training.ipynb #07training-053
 class Run(NamedTuple):
@@ -673,7 +703,7 @@ class Run(NamedTuple):
     vocab: CharVocab|None
     config: dict
 
-def load_run(path:str|Path, # a run folder (holding model.pt) or the checkpoint file itself
+def load_run(path:str|Path, # a run folder (its model.pt; best.pt or any checkpoint file may be named directly)
              device:str|torch.device='cpu', # where to put the model
             ) -> Run:
     "Rebuild a trained model (in eval mode) from its checkpoint alone: `(model, vocab, config)`."
@@ -687,12 +717,233 @@ def load_run(path:str|Path, # a run folder (holding model.pt) or the checkpoint 
     if not isinstance(ckpt, dict) or ckpt.get('format') != CHECKPOINT_FORMAT:
         raise ValueError(f'{str(file)!r} is not a checkpoint of efficient_attention_nb.train '
                          f'(expected the format tag {CHECKPOINT_FORMAT!r})')
-    c = ckpt['config']
+    c = {'dtype': 'float32', 'compile': False} | ckpt['config']                    # older checkpoints: no precision
     model = make_model(c['attn'], c['task'], num_tokens=c['num_tokens'], seq_len=c['seq_len'], dim=c['dim'],
                        depth=c['depth'], heads=c['heads'], attn_options=c.get('attn_options'))
     model.load_state_dict(ckpt['model'])
     vocab = None if ckpt['vocab'] is None else CharVocab.from_dict(ckpt['vocab'])
     return Run(model.to(device).eval(), vocab, c)
+
+# %% ../nbs/08_training.ipynb #07training-211
+class CheckpointError(OSError):
+    "A file of the run folder could not be written (a full disk, a lost mount); the previous checkpoint is kept."
+
+def _atomic_write(path:Path, write:Callable):
+    "`write(f)` into a temporary file beside `path`, flushed to disk, then renamed over `path` (all or nothing)."
+    tmp = path.with_name(f'.{path.name}.tmp')
+    try:
+        with open(tmp, 'wb') as f:
+            write(f); f.flush(); os.fsync(f.fileno())
+        os.replace(tmp, path)                                               # atomic within one file system
+    except BaseException:
+        tmp.unlink(missing_ok=True); raise
+
+# %% ../nbs/08_training.ipynb #07training-215
+STATE_FORMAT = 'efficient_attention_nb.train/state-1'
+_RUN_KEYS = ('attn', 'task', 'text_file', 'steps', 'batch_size', 'lr', 'min_lr', 'warmup', 'decay_steps',
+             'weight_decay', 'betas', 'grad_clip', 'seq_len', 'n_pairs', 'val_fraction', 'dim', 'depth', 'heads',
+             'attn_options', 'seed', 'sample_len', 'prompt', 'eval_batches', 'eval_every', 'dtype', 'compile')
+
+def _rng_states() -> dict:
+    "Every random state a step can draw from: torch's CPU generator, each CUDA device's, and Python's."
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {'torch': torch.get_rng_state(), 'cuda': cuda, 'python': random.getstate()}
+
+def _set_rng_states(r:dict):
+    torch.set_rng_state(r['torch']); random.setstate(r['python'])
+    if r['cuda'] and torch.cuda.is_available(): torch.cuda.set_rng_state_all(r['cuda'])
+
+def _text_sha(c:dict) -> str|None:
+    "SHA-256 of the run's text file (None for the packaged corpus and recall): a resumed run checks it."
+    return None if c['text_file'] is None else hashlib.sha256(Path(c['text_file']).read_bytes()).hexdigest()
+
+def _training_state(s:dict, c:dict, model, opt, sched, scaler, vocab, text_sha) -> dict:
+    "What `resume` needs, as plain data: configuration, progress, weights, optimiser, schedule, scaler, RNG states."
+    config = {k: c[k] for k in _RUN_KEYS}
+    if c['text_file'] is not None: config['text_file'] = str(Path(c['text_file']).resolve())
+    return {'format': STATE_FORMAT, 'version': __version__, 'config': config, 'progress': dict(s),
+            'model': {k: v.detach().cpu() for k, v in model.state_dict().items()}, 'optimizer': opt.state_dict(),
+            'scheduler': sched.state_dict(), 'scaler': scaler.state_dict(), 'rng': _rng_states(),
+            'vocab': None if vocab is None else vocab.to_dict(), 'text_sha256': text_sha}
+
+# %% ../nbs/08_training.ipynb #07training-218
+class _RunFolder:
+    "A run folder: rank 0 writes state.pt, model.pt, best.pt and the record, each file atomically."
+    def __init__(self, out:Path, rank:int, world:int, every_rank:bool, saved_step:int|None):
+        self.out, self.rank, self.world, self.every_rank, self.saved_step = out, rank, world, every_rank, saved_step
+        if rank == 0 or every_rank: out.mkdir(parents=True, exist_ok=True)
+
+    def _write(self, name:str, write:Callable):
+        try: _atomic_write(self.out / name, write)
+        except OSError as e:
+            kept = (f'the checkpoint of step {self.saved_step} is kept' if self.saved_step is not None
+                    else 'no checkpoint had been written yet')
+            raise CheckpointError(f'could not write {self.out / name}: {e.strerror or e}; {kept}') from e
+
+    def checkpoint(self, step:int, state:Callable[[], dict], model_ckpt:dict, best:bool, record:dict):
+        "The training state (`state()` is called on rank 0 only), the latest model, the best one, the record."
+        if self.every_rank and self.world > 1:
+            self._write(f'model_rank{self.rank}.pt', lambda f: torch.save(model_ckpt, f))
+        if self.rank != 0: return
+        self._write('state.pt', lambda f: torch.save(state(), f)); self.saved_step = step
+        self._write('model.pt', lambda f: torch.save(model_ckpt, f))
+        if best: self._write('best.pt', lambda f: torch.save(model_ckpt, f))
+        self.record(record)
+
+    def record(self, result:dict):
+        "curve.json, curve.csv and curve.png (rank 0)."
+        if self.rank != 0: return
+        self._write('curve.json', lambda f: f.write(json.dumps(result, indent=1).encode()))
+        rows = io.StringIO(); w = csv.writer(rows, lineterminator='\n')
+        w.writerow(['step', 'loss']); w.writerows(enumerate(result['curve']))
+        self._write('curve.csv', lambda f: f.write(rows.getvalue().encode()))
+        self._write('curve.png', lambda f: plot_run(result).savefig(f, format='png', dpi=100))
+
+# %% ../nbs/08_training.ipynb #07training-220
+class TrainingInterrupted(Exception):
+    "Training stopped by SIGINT or SIGTERM after a step, with a checkpoint written: `resume` continues it."
+    def __init__(self, signum:int, # the signal's number: signal.SIGINT or signal.SIGTERM
+                 step:int, # the steps done, all saved in the checkpoint
+                 steps:int, # the steps the run was to do
+                ):
+        self.signum, self.step, self.steps = signum, step, steps
+        super().__init__(f'stopped by {signal.Signals(signum).name} after step {step} of {steps}')
+    @property
+    def exit_status(self) -> int: return 128 + self.signum             # the shell's convention: 130, 143
+
+class _StopSignals:
+    "While open (and `active`), SIGINT and SIGTERM are recorded in `signum` instead of stopping the process."
+    def __init__(self, active:bool): self.active, self.signum, self.old = active, None, {}
+    def _record(self, signum, frame): self.signum = self.signum or signum
+    def __enter__(self):
+        if self.active and threading.current_thread() is threading.main_thread():
+            self.old = {sig: signal.signal(sig, self._record) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+    def __exit__(self, *exc):
+        for sig, handler in self.old.items(): signal.signal(sig, handler)
+
+# %% ../nbs/08_training.ipynb #07training-223
+def _run_steps(s:dict, net, model, opt, sched, scaler, data, val, c:dict, rows:slice, device, world:int,
+               on_step, save, stop:_StopSignals, bar):
+    "Steps `s['step']` to `steps - 1`: validate every `eval_every` steps, checkpoint with `save`, stop on a signal."
+    for step in range(s['step'], c['steps']):
+        t = time.perf_counter()
+        loss = _train_step(net, model, opt, sched, scaler, data, c, rows, device, step)
+        loss, signum = _agree(loss, stop.signum, world)
+        s['curve'].append(loss); s['step'] = step + 1
+        if on_step is not None: on_step(step, loss)
+        due = s['step'] % c['eval_every'] == 0 or s['step'] == c['steps']
+        best = due and _validate(s, model, val, c, device)
+        s['seconds'] += time.perf_counter() - t
+        if bar is not None: bar.advance(s['step'], loss)
+        if save is not None and (due or signum is not None): save(best)
+        if signum is not None and s['step'] < c['steps']: raise TrainingInterrupted(signum, s['step'], c['steps'])
+
+class _Bar:
+    "A tqdm bar over the run's tokens (rate: tokens/s; the time left), with the step and the loss after it."
+    def __init__(self, c:dict, step:int, seq_len:int):
+        from tqdm import tqdm
+        self.per_step, self.steps = c['batch_size'] * seq_len, c['steps']
+        self.bar = tqdm(total=self.steps * self.per_step, initial=step * self.per_step, unit='tok', unit_scale=True,
+                        desc=f"{c['task']}/{c['attn']}", mininterval=0.5)
+    def advance(self, step:int, loss:float):
+        if step % 10 == 0 or step == self.steps:
+            self.bar.set_postfix_str(f'step {step}/{self.steps} loss {loss:.3f}', refresh=False)
+        self.bar.update(self.per_step)
+
+# %% ../nbs/08_training.ipynb #07training-225
+def _fresh() -> dict: return {'step': 0, 'curve': [], 'evals': [], 'best': None, 'seconds': 0., 'resumed_at': []}
+
+def _restore(st:dict, c:dict, data, model, opt, sched, scaler) -> dict:
+    "Load the training state `st` into the freshly built objects; the progress dictionary to continue."
+    if st['text_sha256'] != _text_sha(c):
+        raise ValueError(f"the text file {c['text_file']} has changed since the run began (its SHA-256 differs); "
+                         'a resumed run must learn the same text')
+    if c['task'] == 'char' and st['vocab'] != data.vocab.to_dict():
+        raise ValueError('the vocabulary of the text differs from the run\'s; a resumed run must learn the same text')
+    model.load_state_dict(st['model']); opt.load_state_dict(st['optimizer']); sched.load_state_dict(st['scheduler'])
+    if scaler.is_enabled(): scaler.load_state_dict(st['scaler'])
+    _set_rng_states(st['rng'])                                          # last: building the model drew from them
+    s = dict(st['progress'])
+    s['resumed_at'] = list(s['resumed_at']) + [s['step']]
+    return s
+
+# %% ../nbs/08_training.ipynb #07training-226
+def _fit(c:dict, out, device, on_step, progress:bool, save_every_rank:bool, saved:dict|None=None) -> dict:
+    "Train the configuration `c`, from scratch or from the training state `saved`, checkpointing into `out`."
+    rank, world, device, started = _setup_distributed(device)
+    try:
+        rows, (data, val) = _rank_rows(c['batch_size'], rank, world), _make_tasks(c)
+        model, net = _build_model(c, data, device, world)
+        opt, sched = make_optimizer(model, c['decay_steps'], c['lr'], c['min_lr'], c['warmup'], c['weight_decay'],
+                                    c['betas'])
+        scaler, vocab, sha = _grad_scaler(device, c['dtype']), getattr(val, 'vocab', None), _text_sha(c)
+        s = _fresh() if saved is None else _restore(saved, c, data, model, opt, sched, scaler)
+        folder = None if out is None else _RunFolder(Path(out), rank, world, save_every_rank,
+                                                     None if saved is None else s['step'])
+        def save(best:bool):
+            record = _summarise(model, val, c, s, world, device, sample=False)
+            state = lambda: _training_state(s, c, model, opt, sched, scaler, vocab, sha)
+            folder.checkpoint(s['step'], state, checkpoint(model, record['config'], vocab), best, record)
+        bar = _Bar(c, s['step'], data.seq_len) if progress and rank == 0 else None
+        try:
+            with _StopSignals(folder is not None) as stop:
+                _run_steps(s, net, model, opt, sched, scaler, data, val, c, rows, device, world, on_step,
+                           None if folder is None else save, stop, bar)
+        finally:
+            if bar is not None: bar.bar.close()
+        result = _summarise(model, val, c, s, world, device)
+        if folder is not None: folder.record(result)
+        return result
+    finally:
+        if started: dist.destroy_process_group()
+
+# %% ../nbs/08_training.ipynb #07training-228
+def load_training_state(run:str|Path, # a run folder written by `train(..., out=run)`
+                       ) -> dict:
+    "The checked training state (`state.pt`) of a run folder: what `resume` continues from."
+    run = Path(run)
+    if not run.is_dir():
+        why = 'it is a file' if run.exists() else 'it does not exist'
+        raise ValueError(f'{str(run)!r} is not a run folder: {why}')
+    file = run / 'state.pt'
+    if not file.exists():
+        why = ('it holds a model.pt but no state.pt (written by a version without resumable checkpoints)'
+               if (run / 'model.pt').exists() else 'it holds no state.pt')
+        raise ValueError(f'{str(run)!r} is not a resumable run of efficient-attention train: {why}')
+    try: st = torch.load(file, map_location='cpu', weights_only=True)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, KeyError) as e:
+        raise ValueError(f'{str(file)!r} is damaged or not a training state ({type(e).__name__})') from e
+    fmt = st.get('format') if isinstance(st, dict) else None
+    if not isinstance(fmt, str) or not fmt.startswith('efficient_attention_nb.train/state-'):
+        raise ValueError(f'{str(file)!r} is not a training state of efficient_attention_nb.train')
+    if fmt != STATE_FORMAT:
+        raise ValueError(f'{str(file)!r} was written by efficient_attention_nb {st.get("version", "?")} in the format '
+                         f'{fmt!r}; this version ({__version__}) reads {STATE_FORMAT!r} only')
+    return st
+
+# %% ../nbs/08_training.ipynb #07training-229
+def resume(run:str|Path, # a run folder written by `train(..., out=run)`
+           steps:int|None=None, # steps in all, more than already done (default: the run's own number)
+           eval_every:int|None=None, # validate and checkpoint every this many steps (default: the run's)
+           compile:bool|None=None, # train through torch.compile (default: the run's)
+           sample_len:int|None=None, # characters to sample at the end (default: the run's)
+           prompt:str|None=None, # the sample's prompt (default: the run's)
+           device:str|None=None, # default: cuda if available, else cpu
+           on_step:Callable[[int, float], None]|None=None, # called with (step, loss) after every step
+           progress:bool=False, # a tqdm bar on rank 0
+           save_every_rank:bool=False, # under torchrun also write model_rank{r}.pt from every rank
+          ) -> dict:
+    "Continue an interrupted (or finished) run where its last checkpoint left it; returns what `train` returns."
+    st = load_training_state(run)
+    c, done = dict(st['config']), st['progress']['step']
+    if steps is None and done >= c['steps']:
+        raise ValueError(f"the run in {str(run)!r} has done all its {c['steps']} steps; give steps > {done} to go on")
+    if steps is not None and check_int(steps, 'steps') <= done:
+        raise ValueError(f'steps must be more than the {done} steps the run in {str(run)!r} has done, got {steps}')
+    new = dict(steps=steps, eval_every=eval_every, compile=compile, sample_len=sample_len, prompt=prompt)
+    c |= {k: v for k, v in new.items() if v is not None}
+    return _fit(_train_config(c), run, device, on_step, progress, save_every_rank, saved=st)
 
 # %% ../nbs/08_training.ipynb #07training-128
 def lr_sweep(lrs:list[float], # peak learning rates to try

@@ -77,3 +77,53 @@ def test_batch_must_split_evenly(tmp_path):
     assert 'failed (exitcode: 2)' in r.stderr, r.stderr[-3000:]
     ours = [l for l in r.stderr.splitlines() if l.strip().startswith('File ') and 'efficient_attention_nb' in l]
     assert not ours, r.stderr[-3000:]
+
+
+def _workers(parent:int) -> dict:
+    "LOCAL_RANK → pid of the worker processes under the torchrun process `parent`."
+    children, found = {}, {}
+    for stat in Path('/proc').glob('[0-9]*/stat'):
+        try: pid, ppid = int(stat.parent.name), int(stat.read_text().rsplit(')', 1)[1].split()[1])
+        except (OSError, ValueError, IndexError): continue
+        children.setdefault(ppid, []).append(pid)
+    todo = list(children.get(parent, []))
+    while todo:
+        pid = todo.pop(); todo += children.get(pid, [])
+        try: text = (Path('/proc') / str(pid) / 'environ').read_text()
+        except OSError: continue
+        env = dict(l.split('=', 1) for l in text.split('\0') if '=' in l)
+        if 'LOCAL_RANK' in env and 'TORCHELASTIC_RUN_ID' in env: found[int(env['LOCAL_RANK'])] = pid
+    return found
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path):
+    "SIGTERM to rank 1 alone: both ranks stop after the same step and checkpoint it; --resume under torchrun finishes."
+    import signal, time
+    args = _cli_args('softmax', 'char', tmp_path / 'ddp')
+    args[args.index('--steps') + 1] = '400'
+    args += ['--eval-every', '2']
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')} | {'OMP_NUM_THREADS': '1'}
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2',
+           '-m', 'efficient_attention_nb.cli', *args]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    deadline = time.monotonic() + 300
+    while not (tmp_path / 'ddp' / 'state.pt').exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = _workers(p.pid)
+    assert sorted(workers) == [0, 1], workers
+    os.kill(workers[1], signal.SIGTERM)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode != 0 and 'exitcode: 143' in err, err[-3000:]
+    assert err.count('stopped by SIGTERM after step') == 1, err[-3000:]          # rank 0 prints the one line
+    step = json.loads((tmp_path / 'ddp' / 'curve.json').read_text())['steps']
+    assert 2 <= step < 400 and f'after step {step} of 400' in err
+    s0 = torch.load(tmp_path / 'ddp' / 'model_rank0.pt', weights_only=True)['model']
+    s1 = torch.load(tmp_path / 'ddp' / 'model_rank1.pt', weights_only=True)['model']
+    assert all(torch.equal(s0[k], s1[k]) for k in s0), 'the ranks stopped at different steps'
+    r = _torchrun(['train', '--resume', str(tmp_path / 'ddp'), '--steps', str(step + 4), '--no-progress',
+                   '--save-every-rank', '--device', 'cpu'])
+    assert r.returncode == 0 and 'resumed at step' in r.stdout, r.stderr[-3000:]
+    done = json.loads((tmp_path / 'ddp' / 'curve.json').read_text())
+    assert done['steps'] == step + 4 and done['world_size'] == 2 and done['resumed_at'] == [step]
