@@ -408,8 +408,9 @@ def make_model(attn:str, # one of ATTENTIONS: 'softmax', 'linear', 'linformer', 
     check_divisible(dim, 'dim', heads, 'heads')
     if attn == 'transformer':
         window = check_int(default(local_window, max(2, min(16, seq_len // 4))), 'local_window')
-        return LinearAttentionTransformerLM(num_tokens, dim, heads=heads, depth=depth, max_seq_len=seq_len, causal=True,
-                                            n_local_attn_heads=heads // 2, local_attn_window_size=window, **options)
+        return LinearAttentionTransformerLM(num_tokens, dim, heads=heads, dim_head=dim // heads, depth=depth,
+                                            max_seq_len=seq_len, causal=True, n_local_attn_heads=heads // 2,
+                                            local_attn_window_size=window, **options)
     return TinyLM(num_tokens, dim, depth, seq_len, _attention_factory(attn, dim, heads, seq_len, linformer_k, options),
                   causal=attn != 'linformer')
 
