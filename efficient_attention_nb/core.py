@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['exists', 'default', 'check_tensor', 'check_int', 'check_float', 'check_choice', 'check_divisible', 'check_heads',
-           'check_token_ids', 'as_mask', 'causal_mask', 'lengths_to_mask', 'softmax_attention', 'sdpa_attention',
-           'full_precision', 'upcast', 'zero_padded', 'FeedForward', 'PreNorm', 'Residual', 'pad_to_multiple',
-           'ReversibleSequence', 'TokenLM', 'check_sampling', 'sample_next_token', 'document_arguments']
+__all__ = ['exists', 'default', 'check_int', 'causal_mask', 'lengths_to_mask', 'softmax_attention', 'sdpa_attention',
+           'check_tensor', 'check_float', 'check_choice', 'check_divisible', 'check_heads', 'check_token_ids',
+           'as_mask', 'zero_padded', 'FeedForward', 'PreNorm', 'Residual', 'pad_to_multiple', 'ReversibleSequence',
+           'TokenLM', 'check_sampling', 'sample_next_token', 'full_precision', 'upcast', 'document_arguments']
 
 # %% ../nbs/00_core.ipynb #00core-009
 def exists(x, # any value
@@ -29,6 +29,111 @@ def default(x, # a value that may be None
            ):
     "`x` if it is not `None`, else `d`."
     return x if x is not None else d
+
+# %% ../nbs/00_core.ipynb #00core-012
+def check_int(value, # the value to check
+              name:str, # the argument name used in error messages
+              min:int|None=1, # smallest allowed value (None: no lower bound)
+              max:int|None=None, # largest allowed value (None: no upper bound)
+             ) -> int:
+    "Check that `value` is an int in `[min, max]`."
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f'{name} must be an int, got {type(value).__name__} {value!r}')
+    if min is not None and value < min: raise ValueError(f'{name} must be >= {min}, got {value}')
+    if max is not None and value > max: raise ValueError(f'{name} must be <= {max}, got {value}')
+    return value
+
+# %% ../nbs/00_core.ipynb #00core-083
+def causal_mask(n:int, # number of queries (the last n of m positions)
+                m:int|None=None, # number of keys, default n
+                device=None, # device of the mask
+               ) -> torch.Tensor:
+    "Bool `(n, m)` mask, `True` where query `i` may see key `j`: `j <= i + m - n`."
+    m = default(m, n)
+    i = torch.arange(n, device=device)[:, None]
+    j = torch.arange(m, device=device)[None, :]
+    return j <= i + (m - n)
+
+def lengths_to_mask(lengths, # sequence lengths (b,): integers in [0, n]
+                    n:int|None=None, # padded length, default max(lengths)
+                    device=None, # device of the mask, default that of `lengths`
+                   ) -> torch.Tensor:
+    "Padding mask `(b, n)`, `True` = keep: the first `lengths[i]` positions of row `i`."
+    t = torch.as_tensor(lengths, device=device)
+    if t.numel() == 0: t = t.long()                                                       # [] is a float tensor
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f'lengths must be integers, got dtype {t.dtype} ({t.flatten()[:5].tolist()})')
+    if t.ndim != 1: raise ValueError(f'lengths must have shape (b,), got {tuple(t.shape)}')
+    if t.numel() and t.min() < 0: raise ValueError(f'lengths must be >= 0, got {t.tolist()}')
+    top = int(t.max()) if t.numel() else 0
+    n = top if n is None else check_int(n, 'n', min=0)
+    if top > n: raise ValueError(f'lengths must be <= n={n}, got a length of {top}')
+    return torch.arange(n, device=t.device)[None, :] < t[:, None]
+
+# %% ../nbs/00_core.ipynb #00core-023
+def _bool_mask_arg(mask, name:str):
+    "A mask argument as bool (0/1 integers converted); float masks refused (torch would add them as a bias)."
+    if mask is None or mask.dtype == torch.bool: return mask
+    if mask.is_floating_point() or mask.is_complex():
+        raise TypeError(f'{name} must be a bool tensor (True = keep), got dtype {mask.dtype}: a float mask would be '
+                        f'added to the scores as a bias, not used as a mask; convert a 0/1 mask with {name}.bool()')
+    return mask != 0
+
+def _combine_masks(b, n, m, mask=None, causal=False, attn_mask=None, device=None):
+    "One bool `keep` mask broadcastable to `(b, h, n, m)`, or `None` if nothing is masked."
+    keep = None
+    mask, attn_mask = _bool_mask_arg(mask, 'mask'), _bool_mask_arg(attn_mask, 'attn_mask')
+    if mask is not None: keep = mask[:, None, None, :]                                   # padding: (b, 1, 1, m)
+    if causal:
+        c = causal_mask(n, m, device=device)                                              # causal: (n, m)
+        keep = c if keep is None else keep & c
+    if attn_mask is not None: keep = attn_mask if keep is None else keep & attn_mask
+    return keep
+
+# %% ../nbs/00_core.ipynb #00core-088
+def softmax_attention(q:torch.Tensor, # queries (b, h, n, d)
+                      k:torch.Tensor, # keys (b, h, m, d)
+                      v:torch.Tensor, # values (b, h, m, e)
+                      mask:torch.Tensor|None=None, # key padding mask (b, m), True = keep
+                      causal:bool=False, # query i sees keys j <= i + m - n
+                      scale:float|None=None, # score scale, default 1/sqrt(d)
+                      attn_mask:torch.Tensor|None=None, # extra bool mask broadcastable to (b, h, n, m), True = keep
+                      dropout:float=0., # dropout on the attention weights
+                      return_attn:bool=False, # also return the weights (b, h, n, m)
+                     ):
+    "Explicit softmax attention, `softmax(q kᵀ·scale) v`, with masks; the oracle of the library."
+    b, h, n, d = q.shape
+    m = k.shape[-2]
+    scale = default(scale, d ** -0.5)
+    s = torch.einsum('bhnd,bhmd->bhnm', q, k) * scale                                    # S = Q Kᵀ / sqrt(d)
+    keep = _combine_masks(b, n, m, mask, causal, attn_mask, device=q.device)
+    if keep is not None: s = s.masked_fill(~keep, float('-inf'))                         # masked scores -> -inf
+    s_max = s.amax(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).min).detach()
+    a = torch.exp(s - s_max)                                                              # exp(s_ij - max_j s_ij)
+    a = a / a.sum(-1, keepdim=True).clamp_min(torch.finfo(a.dtype).tiny)                  # a_ij, empty rows -> 0
+    if dropout > 0.: a = F.dropout(a, dropout)
+    out = torch.einsum('bhnm,bhme->bhne', a, v)                                           # O = A V
+    return (out, a) if return_attn else out
+
+# %% ../nbs/00_core.ipynb #00core-028
+def sdpa_attention(q:torch.Tensor, # queries (b, h, n, d)
+                   k:torch.Tensor, # keys (b, h, m, d)
+                   v:torch.Tensor, # values (b, h, m, e)
+                   mask:torch.Tensor|None=None, # key padding mask (b, m), True = keep
+                   causal:bool=False, # query i sees keys j <= i + m - n
+                   scale:float|None=None, # score scale, default 1/sqrt(d)
+                   attn_mask:torch.Tensor|None=None, # extra bool mask broadcastable to (b, h, n, m), True = keep
+                   dropout:float=0., # dropout on the attention weights
+                  ) -> torch.Tensor:
+    "Softmax attention through PyTorch's fused `scaled_dot_product_attention`, same conventions as `softmax_attention`."
+    b, h, n, d = q.shape
+    m = k.shape[-2]
+    if mask is None and attn_mask is None and (not causal or n == m):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal, scale=scale)
+    keep = _combine_masks(b, n, m, mask, causal, attn_mask, device=q.device)
+    seen = keep.any(-1, keepdim=True)                                                     # rows with a visible key
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep | ~seen, dropout_p=dropout, scale=scale)
+    return torch.where(seen, out, 0.)             # empty rows -> 0 (computed unmasked: no NaN, nor in the gradient)
 
 # %% ../nbs/00_core.ipynb #00core-070
 def _fmt_shape(shape, sizes=None):
@@ -68,19 +173,6 @@ def check_tensor(x, # tensor to check
     if not allow_empty and x.numel() == 0 and (x.ndim == 0 or 0 in x.shape[1:]):
         raise ValueError(f'{name} must not be empty, got shape {tuple(x.shape)}')
     return x
-
-# %% ../nbs/00_core.ipynb #00core-012
-def check_int(value, # the value to check
-              name:str, # the argument name used in error messages
-              min:int|None=1, # smallest allowed value (None: no lower bound)
-              max:int|None=None, # largest allowed value (None: no upper bound)
-             ) -> int:
-    "Check that `value` is an int in `[min, max]`."
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f'{name} must be an int, got {type(value).__name__} {value!r}')
-    if min is not None and value < min: raise ValueError(f'{name} must be >= {min}, got {value}')
-    if max is not None and value > max: raise ValueError(f'{name} must be <= {max}, got {value}')
-    return value
 
 # %% ../nbs/00_core.ipynb #00core-074
 def check_float(value, # the value to check (an int or a float)
@@ -190,116 +282,6 @@ def as_mask(mask, # the mask: bool with True = keep, or 0/1 integers (None passe
         raise ValueError(f'{name} masks every position of batch row {int((~rows_kept(mask)).nonzero()[0])}; '
                          'keep at least one (True = keep)')
     return mask if device is None else mask.to(device)
-
-# %% ../nbs/00_core.ipynb #00core-083
-def causal_mask(n:int, # number of queries (the last n of m positions)
-                m:int|None=None, # number of keys, default n
-                device=None, # device of the mask
-               ) -> torch.Tensor:
-    "Bool `(n, m)` mask, `True` where query `i` may see key `j`: `j <= i + m - n`."
-    m = default(m, n)
-    i = torch.arange(n, device=device)[:, None]
-    j = torch.arange(m, device=device)[None, :]
-    return j <= i + (m - n)
-
-def lengths_to_mask(lengths, # sequence lengths (b,): integers in [0, n]
-                    n:int|None=None, # padded length, default max(lengths)
-                    device=None, # device of the mask, default that of `lengths`
-                   ) -> torch.Tensor:
-    "Padding mask `(b, n)`, `True` = keep: the first `lengths[i]` positions of row `i`."
-    t = torch.as_tensor(lengths, device=device)
-    if t.numel() == 0: t = t.long()                                                       # [] is a float tensor
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise TypeError(f'lengths must be integers, got dtype {t.dtype} ({t.flatten()[:5].tolist()})')
-    if t.ndim != 1: raise ValueError(f'lengths must have shape (b,), got {tuple(t.shape)}')
-    if t.numel() and t.min() < 0: raise ValueError(f'lengths must be >= 0, got {t.tolist()}')
-    top = int(t.max()) if t.numel() else 0
-    n = top if n is None else check_int(n, 'n', min=0)
-    if top > n: raise ValueError(f'lengths must be <= n={n}, got a length of {top}')
-    return torch.arange(n, device=t.device)[None, :] < t[:, None]
-
-# %% ../nbs/00_core.ipynb #00core-023
-def _bool_mask_arg(mask, name:str):
-    "A mask argument as bool (0/1 integers converted); float masks refused (torch would add them as a bias)."
-    if mask is None or mask.dtype == torch.bool: return mask
-    if mask.is_floating_point() or mask.is_complex():
-        raise TypeError(f'{name} must be a bool tensor (True = keep), got dtype {mask.dtype}: a float mask would be '
-                        f'added to the scores as a bias, not used as a mask; convert a 0/1 mask with {name}.bool()')
-    return mask != 0
-
-def _combine_masks(b, n, m, mask=None, causal=False, attn_mask=None, device=None):
-    "One bool `keep` mask broadcastable to `(b, h, n, m)`, or `None` if nothing is masked."
-    keep = None
-    mask, attn_mask = _bool_mask_arg(mask, 'mask'), _bool_mask_arg(attn_mask, 'attn_mask')
-    if mask is not None: keep = mask[:, None, None, :]                                   # padding: (b, 1, 1, m)
-    if causal:
-        c = causal_mask(n, m, device=device)                                              # causal: (n, m)
-        keep = c if keep is None else keep & c
-    if attn_mask is not None: keep = attn_mask if keep is None else keep & attn_mask
-    return keep
-
-# %% ../nbs/00_core.ipynb #00core-088
-def softmax_attention(q:torch.Tensor, # queries (b, h, n, d)
-                      k:torch.Tensor, # keys (b, h, m, d)
-                      v:torch.Tensor, # values (b, h, m, e)
-                      mask:torch.Tensor|None=None, # key padding mask (b, m), True = keep
-                      causal:bool=False, # query i sees keys j <= i + m - n
-                      scale:float|None=None, # score scale, default 1/sqrt(d)
-                      attn_mask:torch.Tensor|None=None, # extra bool mask broadcastable to (b, h, n, m), True = keep
-                      dropout:float=0., # dropout on the attention weights
-                      return_attn:bool=False, # also return the weights (b, h, n, m)
-                     ):
-    "Explicit softmax attention, `softmax(q kᵀ·scale) v`, with masks; the oracle of the library."
-    b, h, n, d = q.shape
-    m = k.shape[-2]
-    scale = default(scale, d ** -0.5)
-    s = torch.einsum('bhnd,bhmd->bhnm', q, k) * scale                                    # S = Q Kᵀ / sqrt(d)
-    keep = _combine_masks(b, n, m, mask, causal, attn_mask, device=q.device)
-    if keep is not None: s = s.masked_fill(~keep, float('-inf'))                         # masked scores -> -inf
-    s_max = s.amax(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).min).detach()
-    a = torch.exp(s - s_max)                                                              # exp(s_ij - max_j s_ij)
-    a = a / a.sum(-1, keepdim=True).clamp_min(torch.finfo(a.dtype).tiny)                  # a_ij, empty rows -> 0
-    if dropout > 0.: a = F.dropout(a, dropout)
-    out = torch.einsum('bhnm,bhme->bhne', a, v)                                           # O = A V
-    return (out, a) if return_attn else out
-
-# %% ../nbs/00_core.ipynb #00core-028
-def sdpa_attention(q:torch.Tensor, # queries (b, h, n, d)
-                   k:torch.Tensor, # keys (b, h, m, d)
-                   v:torch.Tensor, # values (b, h, m, e)
-                   mask:torch.Tensor|None=None, # key padding mask (b, m), True = keep
-                   causal:bool=False, # query i sees keys j <= i + m - n
-                   scale:float|None=None, # score scale, default 1/sqrt(d)
-                   attn_mask:torch.Tensor|None=None, # extra bool mask broadcastable to (b, h, n, m), True = keep
-                   dropout:float=0., # dropout on the attention weights
-                  ) -> torch.Tensor:
-    "Softmax attention through PyTorch's fused `scaled_dot_product_attention`, same conventions as `softmax_attention`."
-    b, h, n, d = q.shape
-    m = k.shape[-2]
-    if mask is None and attn_mask is None and (not causal or n == m):
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal, scale=scale)
-    keep = _combine_masks(b, n, m, mask, causal, attn_mask, device=q.device)
-    seen = keep.any(-1, keepdim=True)                                                     # rows with a visible key
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep | ~seen, dropout_p=dropout, scale=scale)
-    return torch.where(seen, out, 0.)             # empty rows -> 0 (computed unmasked: no NaN, nor in the gradient)
-
-# %% ../nbs/00_core.ipynb #00core-092
-@torch.compiler.assume_constant_result
-def _autocast_available(device_type:str) -> bool:
-    "Whether autocast exists for `device_type`; a constant to `torch.compile`, which cannot trace the query itself."
-    return torch.amp.is_autocast_available(device_type)
-
-def full_precision(device, # a torch.device, a device string, or a tensor (its device is used)
-                  ) -> contextlib.AbstractContextManager:
-    "A region with autocast switched off on `device`'s type, for states, sums and normalisers (upcast inputs first)."
-    if isinstance(device, torch.Tensor): device = device.device
-    dt = torch.device(device).type
-    return torch.autocast(dt, enabled=False) if _autocast_available(dt) else contextlib.nullcontext()
-
-def upcast(t:torch.Tensor, # any tensor
-          ) -> torch.Tensor:
-    "`t` in float32 if it is float16 or bfloat16, else unchanged."
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 # %% ../nbs/00_core.ipynb #00core-096
 def zero_padded(t:torch.Tensor, # (b, ..., m, d): positions on the second-to-last axis
@@ -630,6 +612,24 @@ def generate(self:TokenLM, prompt:torch.Tensor, # token ids (b, n0), n0 >= 1 (on
     try:
         with torch.no_grad(): return torch.stack(run(self, prompt, max_new_tokens, sample, kwargs), 1)
     finally: self.train(was_training)
+
+# %% ../nbs/00_core.ipynb #00core-092
+@torch.compiler.assume_constant_result
+def _autocast_available(device_type:str) -> bool:
+    "Whether autocast exists for `device_type`; a constant to `torch.compile`, which cannot trace the query itself."
+    return torch.amp.is_autocast_available(device_type)
+
+def full_precision(device, # a torch.device, a device string, or a tensor (its device is used)
+                  ) -> contextlib.AbstractContextManager:
+    "A region with autocast switched off on `device`'s type, for states, sums and normalisers (upcast inputs first)."
+    if isinstance(device, torch.Tensor): device = device.device
+    dt = torch.device(device).type
+    return torch.autocast(dt, enabled=False) if _autocast_available(dt) else contextlib.nullcontext()
+
+def upcast(t:torch.Tensor, # any tensor
+          ) -> torch.Tensor:
+    "`t` in float32 if it is float16 or bfloat16, else unchanged."
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 # %% ../nbs/00_core.ipynb #00core-142
 def _arg_lines(f) -> list[str]:

@@ -90,19 +90,13 @@ class LinformerSelfAttention(nn.Module):
         self.proj_v = None if share_kv else LinformerProjection(seq_len, k)            # F (E when share_kv)
         self.to_out = nn.Linear(dim_head * heads, dim)
 
-# %% ../nbs/02_linformer.ipynb #02linformer-016c
-def _project_first(m:int, dim:int, width:int, k:int) -> bool:
-    "True when (Eᵀ C) W (m·dim·k + k·dim·width multiply-adds) is cheaper than Eᵀ (C W) (m·dim·width + m·k·width)."
-    return m * dim * k + k * dim * width < m * dim * width + m * k * width
-
+# %% ../nbs/02_linformer.ipynb #02linformer-016p
 @patch
 def _project(self:LinformerSelfAttention, lin, proj, c, keep):
-    "Eᵀ (C W) as (b, g, k, d), in whichever order is cheaper: (Eᵀ C) W when k < width(W), else Eᵀ (C W)."
-    if _project_first(c.shape[1], self.dim, lin.out_features, proj.k):
-        cbar = proj(zero_padded(c, keep)[:, None])[:, 0]                       # Eᵀ C, padded rows of C -> 0 (b, k, dim)
-        return rearrange(lin(cbar), 'b k (g d) -> b g k d', d=self.dim_head)   # (Eᵀ C) W = Eᵀ (C W)
+    "K̄ = Eᵀ (C W) as (b, g, k, d): the linear map, then the projection along the sequence."
     t = rearrange(lin(c), 'b m (g d) -> b g m d', d=self.dim_head)            # C W        (b, g, m, d)
     return proj(t, keep)                                                        # Eᵀ (C W)
+
 
 # %% ../nbs/02_linformer.ipynb #02linformer-016f
 @patch
@@ -203,6 +197,20 @@ class LinformerLM(TokenLM):
                ) -> torch.Tensor: # logits (b, n, num_tokens)
         "Logits for every position."
         return super().forward(x, mask=mask)
+
+# %% ../nbs/02_linformer.ipynb #02linformer-016c
+def _project_first(m:int, dim:int, width:int, k:int) -> bool:
+    "True when (Eᵀ C) W (m·dim·k + k·dim·width multiply-adds) is cheaper than Eᵀ (C W) (m·dim·width + m·k·width)."
+    return m * dim * k + k * dim * width < m * dim * width + m * k * width
+
+@patch
+def _project(self:LinformerSelfAttention, lin, proj, c, keep):
+    "Eᵀ (C W) as (b, g, k, d), in whichever order is cheaper: (Eᵀ C) W when k < width(W), else Eᵀ (C W)."
+    if _project_first(c.shape[1], self.dim, lin.out_features, proj.k):
+        cbar = proj(zero_padded(c, keep)[:, None])[:, 0]                       # Eᵀ C, padded rows of C -> 0 (b, k, dim)
+        return rearrange(lin(cbar), 'b k (g d) -> b g k d', d=self.dim_head)   # (Eᵀ C) W = Eᵀ (C W)
+    t = rearrange(lin(c), 'b m (g d) -> b g m d', d=self.dim_head)            # C W        (b, g, m, d)
+    return proj(t, keep)                                                        # Eᵀ (C W)
 
 # %% ../nbs/02_linformer.ipynb #02linformer-039
 _PARAM_SHARING = ('none', 'headwise', 'kv', 'layerwise')
