@@ -101,12 +101,6 @@ def _in_chunks(t:torch.Tensor, c:int) -> torch.Tensor:
     if t.ndim == 3: return _in_chunks(t[..., None], c)[..., 0]
     return rearrange(pad_to_multiple(t, c, dim=2)[0], 'b h (N c) x -> b h N c x', c=c)
 
-def _addmm(x, a, b, alpha:float=1.):
-    "x + alpha · a @ b as one fused batched product (baddbmm over the flattened leading dimensions)."
-    shape = torch.broadcast_shapes(x.shape, a.shape[:-1] + b.shape[-1:])
-    flat = lambda t: t.expand(shape[:-2] + t.shape[-2:]).reshape(-1, *t.shape[-2:])
-    return torch.baddbmm(x if x.ndim == 2 else flat(x), flat(a), flat(b), alpha=alpha).view(shape)   # 2-D x: broadcast
-
 def _ut_transform(k, v, beta, gam=None):
     "Per chunk (eq. 2): W = T diag(βΓ) K, Ũ = T diag(β) V, T = (I + A)⁻¹; the decays Γ_i/Γ_j (None: no gate)."
     kb, decay = k * beta[..., None], None                                          # diag(β) K
@@ -119,6 +113,13 @@ def _ut_transform(k, v, beta, gam=None):
     rhs = torch.cat([kb, v * beta[..., None]], -1)                                 # [diag(βΓ) K | diag(β) V]
     wu = torch.linalg.solve_triangular(a, rhs, upper=False, unitriangular=True)     # (I + A): its unit diagonal implied
     return wu[..., :k.shape[-1]], wu[..., k.shape[-1]:], decay                      # W, Ũ, Γ_i/Γ_j
+
+# %% ../nbs/06_delta_rule.ipynb #06deltarule-026c
+def _addmm(x, a, b, alpha:float=1.):
+    "x + alpha · a @ b as one fused batched product (baddbmm over the flattened leading dimensions)."
+    shape = torch.broadcast_shapes(x.shape, a.shape[:-1] + b.shape[-1:])
+    flat = lambda t: t.expand(shape[:-2] + t.shape[-2:]).reshape(-1, *t.shape[-2:])
+    return torch.baddbmm(x if x.ndim == 2 else flat(x), flat(a), flat(b), alpha=alpha).view(shape)   # 2-D x: broadcast
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-027
 def _chunk_outputs(q, k, gam, w, u, decay):

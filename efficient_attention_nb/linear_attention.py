@@ -27,7 +27,7 @@ from .core import (default, check_tensor, check_int, check_float, check_choice, 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-009
 def elu_feature_map(x:torch.Tensor, # raw queries or keys, any shape
                    ) -> torch.Tensor:
-    "φ(x) = elu(x) + 1 (Katharopoulos et al. 2020): positive everywhere."
+    "φ(x) = elu(x) + 1 (Katharopoulos et al. 2020): positive, but exactly 0 in float32 below x ≈ -17."
     return F.elu(x).add_(1)      # in place: elu's gradient reads x, not its output, so one full-size tensor
 
 def relu_feature_map(x:torch.Tensor, # raw queries or keys, any shape
@@ -58,7 +58,7 @@ def _map_qk(q, k, feature_map):
     "φ(q), φ(k) for the given feature map; with None, q and k after checking that they are non-negative."
     phi = _resolve_feature_map(feature_map)
     if phi is not None:
-        if torch.compiler.is_compiling(): q, k = q.contiguous(), k.contiguous()          # see the note below
+        if torch.compiler.is_compiling(): q, k = q.contiguous(), k.contiguous()          # see Engineering notes
         return phi(q), phi(k)
     _check_mapped(q, k)
     return q, k
