@@ -1,8 +1,8 @@
 # efficient_attention_nb — the usual targets. Every target sets up .venv first if it is missing.
-# Times on a 2-core machine (a fresh clone; longer while other jobs share the cores):
+# Times on a 2-core machine, from a fresh clone (longer while other jobs share the cores):
 #   make main     set up, run every tutorial notebook (SLOW=1: slow cells too), quick benchmark plots, docs site
-#                 (under 5 minutes: set-up ~40 s, tutorials ~2-3 min two at a time, bench ~1 min, docs ~20 s)
-#   make test     set up, run every test (all notebooks through nbdev's runner + package tests); CI runs this
+#                 (about 4 minutes: set-up ~40 s, tutorials ~2.5 min two at a time, bench under 1 min, docs ~20 s)
+#   make test     set up, run every test (all notebooks through nbdev's runner + package tests); CI runs this (~5 min)
 #   make quick    set up, run the fast tests only (pytest -m 'not slow'): the development loop
 #   make install  set up only: .venv with torch, the package (editable) and its dev extras (~40 s)
 #   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb) (~20 s)
