@@ -1,16 +1,21 @@
 # efficient_attention_nb — the usual targets. Every target sets up .venv first if it is missing.
+# Times on a 2-core machine, from a fresh clone (longer while other jobs share the cores):
 #   make main     set up, run every tutorial notebook (SLOW=1: slow cells too), quick benchmark plots, docs site
-#   make test     set up, run every test (all notebooks through nbdev's runner + package tests); CI runs this
+#                 (about 4 minutes: set-up ~40 s, tutorials ~2.5 min two at a time, bench under 1 min, docs ~20 s)
+#   make test     set up, run every test (all notebooks through nbdev's runner + package tests); CI runs this (~5 min)
 #   make quick    set up, run the fast tests only (pytest -m 'not slow'): the development loop
-#   make install  set up only: .venv with torch, the package (editable) and its dev extras
-#   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb)
+#   make install  set up only: .venv with torch, the package (editable) and its dev extras (~40 s)
+#   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb) (~20 s)
+#   make bench    `efficient-attention bench` into _bench/: every mechanism at n = 256, 1024, 2048 (~1 min)
 #   make lab      JupyterLab on nbs/
 #   make export / make clean-nbs   nbdev_export / nbdev_clean (run both before committing)
 #   make gpu      on a GPU machine: run the notebooks' #| cuda cells and record their outputs in the notebooks
 # GPU machines: make main TORCH_SPEC=torch   (pip's default torch wheel is the CUDA build)
+# Long steps show a progress bar with the time left; JOBS=1 runs the tutorials one at a time.
 SHELL := /bin/bash
 PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
+JOBS ?= 2
 VENV := .venv
 BIN := $(VENV)/bin
 PIPQ := $(BIN)/pip install --quiet --disable-pip-version-check
@@ -30,12 +35,12 @@ $(VENV)/.installed: settings.ini setup.py pyproject.toml
 	@touch $@
 
 tutorials: install
-	@echo "== running every tutorial notebook (slow cells too with SLOW=1)"
-	@$(BIN)/python nbs/_run_tutorials.py --out _executed $(if $(SLOW),--flags slow,)
+	@echo "== running every tutorial notebook, $(JOBS) at a time (slow cells too with SLOW=1)"
+	@$(BIN)/python nbs/_run_tutorials.py --out _executed --jobs $(JOBS) $(if $(SLOW),--flags slow,)
 
 bench: install
 	@echo "== quick benchmark of every mechanism against softmax attention (tables and plots in _bench/)"
-	@$(BIN)/efficient-attention bench --out _bench
+	@$(BIN)/efficient-attention bench --out _bench --force
 
 docs: install
 	@echo "== building the docs site into _docs/ (nbdev's processing, Sphinx + myst-nb; MathJax from npm on first use)"

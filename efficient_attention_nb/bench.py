@@ -4,11 +4,14 @@
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-003
 from __future__ import annotations
-import contextlib, csv, gc, importlib.util, math, os, statistics, subprocess, sys, textwrap, time
+import contextlib, csv, gc, importlib.util, json, math, os, re, select, signal, statistics, subprocess, sys
+import tempfile, textwrap, time, traceback
 from dataclasses import dataclass, asdict
 from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
+
+from fastcore.basics import patch
 
 import torch
 import torch.nn as nn
@@ -26,9 +29,10 @@ from .transformer import LinearAttentionTransformerLM
 __all__ = ['CAUSAL_FORMS', 'DTYPES', 'BENCH_CASES', 'QUICK_N', 'BIG_N', 'LM_SHAPES', 'interleaved_times', 'median_time',
            'ratio_spread', 'num_threads', 'peak_memory_mb', 'causal_linear_flops', 'benchmark_causal',
            'benchmark_decode', 'BenchConfig', 'BenchCase', 'register_case', 'select_cases', 'case_runner',
-           'case_peak_memory_mb', 'measure_case', 'add_ratios', 'run_benchmarks', 'crossover', 'crossovers',
-           'matmul_gflops', 'bench_summary', 'bench_markdown', 'plot_benchmarks', 'plot_gflops', 'write_bench_results',
-           'run_bench', 'softmax_lm', 'lm_train_step', 'benchmark_lm_step', 'plot_lm_step', 'benchmark_settings']
+           'case_peak_memory_mb', 'PeakMemoryServer', 'measure_case', 'add_ratios', 'run_benchmarks', 'crossover',
+           'crossovers', 'matmul_gflops', 'bench_summary', 'bench_markdown', 'plot_benchmarks', 'plot_gflops',
+           'write_bench_results', 'run_bench', 'softmax_lm', 'lm_train_step', 'benchmark_lm_step', 'plot_lm_step',
+           'benchmark_settings']
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-m01
 def _sync():
@@ -99,6 +103,10 @@ _base = _status('VmRSS')
 print('PEAK_KB', _base, _status('VmHWM'))
 """
 
+def _child_env() -> dict:
+    "The memory child's environment: a fixed mmap threshold, so glibc returns large freed blocks to the system."
+    return {**os.environ, 'MALLOC_MMAP_THRESHOLD_': os.environ.get('MALLOC_MMAP_THRESHOLD_', '65536')}
+
 def peak_memory_mb(setup:str, # code run first (imports, inputs, model); its memory is the baseline
                    stmt:str, # code whose extra peak memory is measured
                    threads:int=2, # torch threads in the child process
@@ -109,8 +117,7 @@ def peak_memory_mb(setup:str, # code run first (imports, inputs, model); its mem
         raise RuntimeError('peak_memory_mb reads /proc/self/status and needs Linux; '
                            'on GPU use torch.cuda.max_memory_allocated')
     code = _PEAK_SCRIPT.format(threads=threads, setup=textwrap.dedent(setup), stmt=textwrap.dedent(stmt))
-    env = {**os.environ, 'MALLOC_MMAP_THRESHOLD_': os.environ.get('MALLOC_MMAP_THRESHOLD_', '65536')}
-    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=timeout, env=env)
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=timeout, env=_child_env())
     if r.returncode != 0: raise RuntimeError(f'peak_memory_mb: the child process failed:\n{r.stderr[-2000:]}')
     base, peak = map(int, [l for l in r.stdout.splitlines() if l.startswith('PEAK_KB')][-1].split()[1:])
     return (peak - base) / 1024
@@ -495,6 +502,7 @@ def case_peak_memory_mb(case:BenchCase, # the case
                         cfg:BenchConfig, # shapes and device
                         mode:str='fwd', # 'fwd' or 'fwdbwd'
                         threads:int|None=None, # torch threads of the child process (default: this process's)
+                        server:'PeakMemoryServer|None'=None, # on CPU, read it in a fork of this server's child
                        ) -> float:
     "Extra peak memory (MiB) of one run of `case` at length `n`: fresh process on CPU, CUDA allocator peak on GPU."
     dev = torch.device(cfg.device)
@@ -505,9 +513,124 @@ def case_peak_memory_mb(case:BenchCase, # the case
         run(); torch.cuda.synchronize(dev)
         return (torch.cuda.max_memory_allocated(dev) - base) / 2**20
     if dev.type != 'cpu': raise ValueError(f'peak memory is measured on cpu or cuda, got device {cfg.device!r}')
+    if server is not None: return server(case, n, cfg, mode, threads)
     setup = (f'from efficient_attention_nb.bench import _child_runner\n'
              f'run = _child_runner({case.name!r}, {n}, {asdict(cfg)!r}, {mode!r})')
     return peak_memory_mb(setup, 'run()', threads=threads or torch.get_num_threads())
+
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-p02
+def _status_kb(key:str) -> int:
+    "A field of /proc/self/status in kB: `VmRSS` (resident now) or `VmHWM` (its high-water mark)."
+    return int(re.search(key + r':\s+(\d+)', Path('/proc/self/status').read_text()).group(1))
+
+def _fork_reading(job:dict) -> dict:
+    "In a new fork, what `peak_memory_mb`'s child does for a case: warm up, build at n, reset the mark, run, read."
+    torch.set_num_threads(job['threads'])
+    run = _child_runner(job['name'], job['n'], job['cfg'], job['mode'])
+    gc.collect()
+    Path('/proc/self/clear_refs').write_text('5')                         # reset the peak-RSS mark (Linux >= 4.0)
+    base = _status_kb('VmRSS'); run()
+    return {'kb': [base, _status_kb('VmHWM')]}
+
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-p04
+def _in_fork(fn:Callable, job:dict, timeout:float) -> dict:
+    "`fn(job)` (a dict) computed in a fork of this process that exits once it has answered; failures as {'error': ...}."
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                                            # the fork: answer through the pipe, leave
+        os.close(r); os.dup2(2, 1)                                      # its prints go to stderr, not to the answers
+        try: msg = fn(job)
+        except BaseException: msg = {'error': traceback.format_exc()[-2000:]}
+        os.write(w, json.dumps(msg).encode()); os._exit(0)
+    os.close(w)
+    data, deadline, timed_out = b'', time.monotonic() + timeout, False
+    with open(r, 'rb', buffering=0) as pipe:
+        while True:
+            if not select.select([pipe], [], [], max(0., deadline - time.monotonic()))[0]:
+                os.kill(pid, signal.SIGKILL); timed_out = True; break                          # no answer in time
+            chunk = pipe.read(1 << 16)
+            if not chunk: break                                       # the fork closed its end: the answer is whole
+            data += chunk
+    status = os.waitpid(pid, 0)[1]
+    if data and not timed_out: return json.loads(data)
+    why = f'killed after {timeout:g} s' if timed_out else f'wait status {status}'
+    return {'error': f'the fork ended without an answer ({why})'}
+
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-p06
+def _import_cases():
+    "Import the modules of every registered case that are importable (the memory server does it once, before forking)."
+    for mod in dict.fromkeys(m for c in BENCH_CASES.values() for m in c.requires):
+        try:
+            if _importable(mod): importlib.import_module(mod)
+        except Exception: pass                      # a broken package fails again in its own reading, which says why
+
+def _serve(jobs=None, # lines of JSON jobs (default stdin)
+           answers=None, # where the answers go, one JSON line each (default stdout)
+          ):
+    "The memory server's loop: import every case once, then answer each job from a new fork."
+    jobs, answers = jobs or sys.stdin, answers or sys.stdout
+    _import_cases()
+    gc.collect(); gc.freeze()                 # no fork's gc.collect walks (and copies) the objects of the imports
+    print('ready', file=answers, flush=True)
+    for line in jobs:
+        job = json.loads(line)
+        print(json.dumps(_in_fork(_fork_reading, job, job['timeout'])), file=answers, flush=True)
+
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-p08
+class PeakMemoryServer:
+    "Peak memory of one case after another, each read in a new fork of one child that imported everything once (CPU)."
+    def __init__(self, timeout:float=600, # seconds one reading may take before its fork is killed
+                ):
+        self.timeout, self.proc = check_float(timeout, 'timeout'), None
+
+    def start(self):
+        "Start the child (the first reading does it): it imports torch, this module and every case's modules."
+        if not os.path.exists('/proc/self/clear_refs'):
+            raise RuntimeError('PeakMemoryServer reads /proc/self/status and needs Linux')
+        self._err = tempfile.TemporaryFile('w+')
+        code = 'from efficient_attention_nb.bench import _serve; _serve()'
+        self.proc = subprocess.Popen([sys.executable, '-c', code],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True,
+                                     env=_child_env())
+        if self.proc.stdout.readline().strip() != 'ready': self._failed('could not start')
+        return self
+
+    def _failed(self, what:str):
+        self._err.seek(0); err = self._err.read()[-2000:]
+        self.close()
+        raise RuntimeError(f'PeakMemoryServer: the child process {what}:\n{err}')
+
+    def close(self):
+        "Stop the child; a later reading starts a new one."
+        if self.proc is None: return
+        self.proc.stdin.close()                                                      # the child's loop ends
+        try: self.proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+        self.proc = None; self._err.close()
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-p09
+@patch
+def __call__(self:PeakMemoryServer, case:BenchCase, # the case (registered: the child finds it by name)
+             n:int, # sequence length
+             cfg:BenchConfig, # shapes (device cpu)
+             mode:str='fwd', # 'fwd' or 'fwdbwd'
+             threads:int|None=None, # torch threads of the fork (default: this process's)
+            ) -> float:
+    "Extra peak resident memory (MiB) of one run of `case` at length `n`, read in a new fork of the child."
+    check_choice(mode, 'mode', ('fwd', 'fwdbwd'))
+    if self.proc is None or self.proc.poll() is not None: self.start()
+    job = dict(name=case.name, n=check_int(n, 'n'), cfg=asdict(cfg), mode=mode,
+               threads=threads or torch.get_num_threads(), timeout=self.timeout)
+    self.proc.stdin.write(json.dumps(job) + '\n'); self.proc.stdin.flush()
+    line = self.proc.stdout.readline()
+    if not line: self._failed('ended')
+    answer = json.loads(line)
+    if 'error' in answer: raise RuntimeError(f"peak memory of {case.name} at n={n} ({mode}): {answer['error']}")
+    base, peak = answer['kb']
+    return (peak - base) / 1024
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-038
 _FIELDS = ['mechanism', 'label', 'group', 'baseline', 'n', 'fwd_ms', 'fwdbwd_ms', 'mem_fwd_mb', 'mem_fwdbwd_mb',
@@ -520,6 +643,13 @@ def _short(e:BaseException) -> str:
     text = msg[0][:160] if msg else ''
     if len(msg) > 1: text += ' … ' + msg[-1][:200]                     # a child's traceback: its last line
     return f'{type(e).__name__}: {text}'
+
+@contextlib.contextmanager
+def _gc_frozen():
+    "Objects alive now are left out of the garbage collections inside the block (each one then takes ms, not 0.15 s)."
+    gc.collect(); gc.freeze()
+    try: yield
+    finally: gc.unfreeze()
 
 def _row(case:BenchCase, n:int, status:str='ok') -> dict:
     "An empty row of the table for `case` at length `n`."
@@ -539,6 +669,7 @@ def measure_case(case:BenchCase, # the case
                  threads:int|None=None, # threads of the memory child (default: this process's)
                  max_gb:float|None=8., # skip a case whose estimated working set is larger
                  time_budget:float|None=None, # seconds per timing; a slower case gets fewer repeats (at least 1)
+                 server:PeakMemoryServer|None=None, # CPU memory read in forks of its child (None: a fresh process)
                 ) -> dict:
     "Time (ms) and peak memory (MiB) of one case at one length: one row of the benchmark table."
     row = _row(case, n)
@@ -555,14 +686,14 @@ def measure_case(case:BenchCase, # the case
         for mode, ts in times.items(): row[f'{mode}_ms'] = statistics.median(ts) * 1e3     # forward, fwd+bwd in turns
         row['repeats'] = len(ts); del times; gc.collect()
         for mode in dict.fromkeys(mem_modes):
-            row[f'mem_{mode}_mb'] = case_peak_memory_mb(case, n, cfg, mode, threads)
+            row[f'mem_{mode}_mb'] = case_peak_memory_mb(case, n, cfg, mode, threads, server)
         if case.flops: row['gflops_fwd'] = case.flops(n, cfg) / (row['fwd_ms'] * 1e-3) / 1e9
     except Exception as e:                                                                # report, don't stop the run
         row['status'] = 'error: ' + _short(e)
     return row
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-041
-QUICK_N = (256, 512, 1024, 2048)
+QUICK_N = (256, 1024, 2048)                                # the default command: about a minute on two cores
 BIG_N = (256, 512, 1024, 2048, 4096, 8192, 16384)
 
 def add_ratios(rows:list[dict], # the table, baselines included
@@ -612,6 +743,7 @@ def run_benchmarks(mechanisms:Sequence[str]|None=None, # case names (default: ev
                    time_limit:float|None=None, # seconds for the whole run; what is left is recorded as skipped
                    progress:bool=False, # a tqdm progress bar (off: no output but the notices)
                    log:Callable|None=print, # one-line notices (missing modules, peers)
+                   fresh_process:bool=False, # CPU memory: a fresh process per reading, not forks of one child (slower)
                   ) -> list[dict]:
     "Measure every selected case at every length in `ns`; returns the table as a list of rows (dicts)."
     cfg = cfg or BenchConfig()
@@ -620,7 +752,7 @@ def run_benchmarks(mechanisms:Sequence[str]|None=None, # case names (default: ev
     cases = select_cases(mechanisms, log=log)
     bar = _progress(len(ns) * len(cases), progress)
     rows = []
-    with num_threads(threads):
+    with num_threads(threads), _gc_frozen(), PeakMemoryServer() as server:  # its child starts at the first reading
         for n in ns:
             for case in cases:
                 if bar: bar.set_postfix_str(f'{case.name} n={n}')
@@ -628,7 +760,7 @@ def run_benchmarks(mechanisms:Sequence[str]|None=None, # case names (default: ev
                     rows.append(_row(case, n, f'skipped: time_limit={time_limit:g} s reached'))
                 else:
                     rows.append(measure_case(case, n, cfg, backward, memory if n in memory_ns else None, repeats,
-                                             warmup, threads, max_gb, time_budget))
+                                             warmup, threads, max_gb, time_budget, None if fresh_process else server))
                 if bar: bar.update()
     if bar: bar.close()
     return add_ratios(rows)
@@ -849,6 +981,7 @@ def run_bench(ns:Sequence[int]|None=None, # sequence lengths (default QUICK_N, o
               max_gb:float|None=8., # skip cases estimated to need more memory
               progress:bool=False, # a progress bar
               log:Callable|None=print, # where notices and the summary lines go (None: silent)
+              fresh_process:bool=False, # CPU memory: a fresh process per reading, not forks of one child (slower)
              ) -> dict[str, Path]:
     "`efficient-attention bench` as a function: measure, write table, summary and plots into `out`; the written paths."
     ns = list(BIG_N if big else QUICK_N) if ns is None else list(ns)
@@ -859,13 +992,12 @@ def run_bench(ns:Sequence[int]|None=None, # sequence lengths (default QUICK_N, o
     with num_threads(threads):
         threads = torch.get_num_threads()
         rows = run_benchmarks(mechanisms, ns, cfg, backward, None if memory == 'none' else memory, repeats, warmup,
-                              threads, max_gb, time_budget, memory_ns, time_limit, progress, log)
+                              threads, max_gb, time_budget, memory_ns, time_limit, progress, log, fresh_process)
         rate = matmul_gflops(2048 if max(ns) >= 1024 else 1024, device=device)
     title = f'{device} {dtype}, {threads} threads, b={batch}, dim={dim}, heads={heads}; median of {repeats}'
     paths = write_bench_results(rows, out, matmul_rate=rate, title=title)
-    lines = bench_summary(rows, rate)
-    lines += [f"{r['mechanism']} n={r['n']}: {r['status']}" for r in rows if r['status'] != 'ok']
-    for line in lines + ['wrote ' + ', '.join(str(p) for p in paths.values())]: log and log(line)
+    bad = [f"{r['mechanism']} n={r['n']}: {r['status']}" for r in rows if r['status'] != 'ok']
+    for line in bench_summary(rows, rate) + bad + ['wrote ' + ', '.join(map(str, paths.values()))]: log and log(line)
     return paths
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-t01

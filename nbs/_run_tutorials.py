@@ -1,16 +1,19 @@
 """Run every tutorial notebook top to bottom and save the executed copies (used by `make tutorials` / `make main`).
 
 Cells flagged `#| slow` or `#| cuda` (settings.ini `tst_flags`) are left out unless named with `--flags`, exactly as
-`nbdev_test` does; their saved outputs are already in the committed notebooks.
+`nbdev_test` does; their saved outputs are already in the committed notebooks. Notebooks run `--jobs` at a time
+(default 2), each in a kernel of its own; a progress bar counts the cells run and estimates the time left.
 
-    python nbs/_run_tutorials.py [--out _executed] [--flags "slow"] [NOTEBOOK ...]
+    python nbs/_run_tutorials.py [--out _executed] [--flags "slow"] [--jobs 2] [NOTEBOOK ...]
 """
-import argparse, re, sys, tempfile, time
+import argparse, os, re, sys, tempfile, time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import nbformat
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
+from tqdm.auto import tqdm
 
 NBS = Path(__file__).resolve().parent
 SKIP = {'notest', 'slow', 'cuda'}
@@ -21,13 +24,25 @@ def flags_of(src: str) -> set:
     return {m.group(1) for m in re.finditer(r'^#\|\s*(\w+)\s*$', src, re.M)}
 
 
-def run(nb_path: Path, out: Path, skip: set, timeout: int = 1800) -> float:
+def load(nb_path: Path, skip: set):
+    "The notebook without the cells flagged with one of `skip`."
     nb = nbformat.read(nb_path, as_version=4)
     nb.cells = [c for c in nb.cells if c.cell_type != 'code' or not (flags_of(c.source) & skip)]
+    return nb
+
+
+def code_cells(nb) -> int: return sum(c.cell_type == 'code' for c in nb.cells)
+
+
+def run(nb_path: Path, out: Path, skip: set, timeout: int = 1800, on_cell=None) -> float:
+    "Execute one notebook in a private kernel, write the executed copy into `out`; the seconds it took."
+    nb = load(nb_path, skip)
+    hook = (lambda **_: on_cell()) if on_cell else None
     t0 = time.time()
     with tempfile.TemporaryDirectory() as sockets:          # local sockets, not TCP ports: a private kernel per notebook
         km = KernelManager(kernel_name='python3', transport='ipc', ip=f'{sockets}/kernel')
-        try: NotebookClient(nb, km=km, timeout=timeout, resources={'metadata': {'path': str(NBS)}}).execute()
+        try: NotebookClient(nb, km=km, timeout=timeout, resources={'metadata': {'path': str(NBS)}},
+                            on_cell_executed=hook).execute()
         finally:
             if km.has_kernel: km.shutdown_kernel()             # the client leaves a kernel it was given running
     nbformat.write(nb, out / nb_path.name)
@@ -36,16 +51,27 @@ def run(nb_path: Path, out: Path, skip: set, timeout: int = 1800) -> float:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('notebooks', nargs='*', help='default: every notebook in nbs/ (index last)')
+    ap.add_argument('notebooks', nargs='*', help='default: every notebook in nbs/')
     ap.add_argument('--out', default='_executed'); ap.add_argument('--flags', default='', help='flags to run, e.g. "slow"')
+    ap.add_argument('--jobs', type=int, default=2, help='notebooks run at once, each in its own kernel (default 2)')
+    ap.add_argument('--no-progress', action='store_true', help='no progress bar, only a line per notebook')
     a = ap.parse_args(argv)
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     nbs = [Path(p) for p in a.notebooks] or sorted(p for p in NBS.glob('[0-9]*.ipynb')) + [NBS / 'index.ipynb']
     skip = SKIP - set(a.flags.split())
-    for p in nbs:
-        print(f'   {p.name:28s}', end='', flush=True)
-        print(f'{run(p, out, skip):7.1f} s', flush=True)
-    print(f'== executed tutorials: {out.resolve()}/')
+    sizes = {p: code_cells(load(p, skip)) for p in nbs}
+    order = sorted(nbs, key=lambda p: -sizes[p]) if a.jobs > 1 else nbs     # the longest first: the last ones fill gaps
+    bar = tqdm(total=sum(sizes.values()), desc='tutorials', unit='cell', mininterval=1, disable=a.no_progress or None)
+    t0 = time.time()
+    with ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        jobs = {pool.submit(run, p, out, skip, on_cell=lambda: bar.update()): p for p in order}
+        try:
+            for job in as_completed(jobs): tqdm.write(f'   {jobs[job].name:28s}{job.result():7.1f} s')
+        except BaseException:
+            for job in jobs: job.cancel()                      # notebooks not started yet are not started
+            raise
+    bar.close()
+    print(f'== executed {len(nbs)} tutorials in {time.time() - t0:.0f} s ({a.jobs} at a time): {out.resolve()}/')
 
 
 if __name__ == '__main__': sys.exit(main())

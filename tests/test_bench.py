@@ -46,13 +46,51 @@ def test_batch_and_heads_reach_the_config(tmp_path):
     assert {r['mechanism'] for r in _rows(paths['csv'])} == {'sdpa_causal', 'causal_chunked'}
 
 
-def test_bench_memory_in_fresh_process(tmp_path):
-    paths = run_bench([256], mechanisms=['causal_chunked'], backward=True, repeats=1, threads=1, out=tmp_path,
-                      log=None)
-    rows = {r['mechanism']: r for r in _rows(paths['csv'])}
-    assert set(rows) == {'sdpa_causal', 'causal_chunked'}
-    for r in rows.values():
-        assert math.isfinite(float(r['mem_fwdbwd_mb'])) and float(r['mem_fwdbwd_mb']) >= 0
+def test_bench_memory_forks_agree_with_fresh_processes(tmp_path):
+    mem = {}
+    for fresh in (False, True):
+        paths = run_bench([256], mechanisms=['causal_chunked'], backward=True, repeats=1, threads=1,
+                          out=tmp_path / str(fresh), log=None, fresh_process=fresh)
+        rows = {r['mechanism']: r for r in _rows(paths['csv'])}
+        assert set(rows) == {'sdpa_causal', 'causal_chunked'}
+        mem[fresh] = {m: float(r['mem_fwdbwd_mb']) for m, r in rows.items()}
+        assert all(math.isfinite(x) and x > 0 for x in mem[fresh].values()), mem
+    for m in mem[True]:                                                    # the two ways read the same, to 0.5 MiB
+        assert abs(mem[True][m] - mem[False][m]) <= max(0.5, 0.02 * mem[True][m]), mem
+
+
+_FORKS = r"""
+import json, os, time
+from efficient_attention_nb.bench import _in_fork
+def boom(job): raise ValueError('boom ' + job['x'])
+print(json.dumps([_in_fork(lambda job: {'twice': 2 * job['x']}, {'x': 21}, 30),
+                  _in_fork(boom, {'x': 'here'}, 30),
+                  _in_fork(lambda job: os._exit(3), {}, 30),
+                  _in_fork(lambda job: time.sleep(60), {}, 0.5)]))
+"""
+
+
+def test_fork_answers_errors_crashes_and_timeouts():
+    import json, subprocess, sys
+    r = subprocess.run([sys.executable, '-c', _FORKS], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    ok, err, crash, slow = json.loads(r.stdout)
+    assert ok == {'twice': 42}
+    assert 'ValueError: boom here' in err['error']
+    assert crash == {'error': 'the fork ended without an answer (wait status 768)'}   # exit status 3
+    assert slow == {'error': 'the fork ended without an answer (killed after 0.5 s)'}
+
+
+def test_memory_server_survives_a_failed_reading():
+    from efficient_attention_nb.bench import BenchCase, BenchConfig, PeakMemoryServer
+    cfg = BenchConfig(dim=64, heads=2)
+    with PeakMemoryServer() as server:
+        with pytest.raises(RuntimeError, match="KeyError: 'nowhere'"):
+            server(BenchCase('nowhere', 'unregistered', BENCH_CASES['linear'].build), 64, cfg)
+        with pytest.raises(ValueError, match='mode'): server(BENCH_CASES['linear'], 64, cfg, mode='bwd')
+        assert server(BENCH_CASES['causal_cumsum'], 512, cfg, threads=1) > 0
+        assert server.proc.poll() is None
+    assert server.proc is None
 
 
 def test_missing_peers_are_one_line_notices():

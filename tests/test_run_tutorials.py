@@ -1,0 +1,44 @@
+"""`nbs/_run_tutorials.py` (what `make main` runs): notebooks run several at a time, each in its own kernel, slow cells
+left out, the executed copies written, and a failing cell fails the run."""
+import importlib.util
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _runner():
+    spec = importlib.util.spec_from_file_location('_run_tutorials', ROOT / 'nbs' / '_run_tutorials.py')
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod
+
+
+def _nb(path, *sources):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata['kernelspec'] = {'name': 'python3', 'display_name': 'python3', 'language': 'python'}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_notebooks_run_two_at_a_time(tmp_path, capsys):
+    run = _runner()
+    a = _nb(tmp_path / 'a.ipynb', 'import os; print("pid", os.getpid())', '#| slow\nraise SystemExit("slow cell ran")')
+    b = _nb(tmp_path / 'b.ipynb', 'import os; print("pid", os.getpid())', 'print(6 * 7)')
+    out = tmp_path / 'out'
+    run.main([str(a), str(b), '--out', str(out), '--jobs', '2', '--no-progress'])
+    done = {p.name: nbformat.read(out / p.name, as_version=4) for p in (a, b)}
+    assert len(done['a.ipynb'].cells) == 1 and done['b.ipynb'].cells[1].outputs[0].text == '42\n'
+    pids = {nb.cells[0].outputs[0].text for nb in done.values()}
+    assert len(pids) == 2                                                  # a kernel of its own for each notebook
+    printed = capsys.readouterr().out
+    assert 'a.ipynb' in printed and 'b.ipynb' in printed and 'executed 2 tutorials' in printed
+    assert run.code_cells(run.load(a, run.SKIP)) == 1
+
+
+def test_a_failing_notebook_fails_the_run(tmp_path):
+    run = _runner()
+    bad = _nb(tmp_path / 'bad.ipynb', 'raise ValueError("broken tutorial")')
+    with pytest.raises(Exception, match='broken tutorial'):
+        run.main([str(bad), '--out', str(tmp_path / 'out'), '--jobs', '2', '--no-progress'])
