@@ -1029,8 +1029,9 @@ def softmax_lm(num_tokens:int, # vocabulary size
 def _lm_models(n:int, num_tokens:int, dim:int, depth:int, heads:int, local_heads:int, window:int, seed:int=0):
     "The two language models of the comparison, seeded: linear attention (with local heads) and softmax."
     torch.manual_seed(seed)
-    linear = LinearAttentionTransformerLM(num_tokens=num_tokens, dim=dim, heads=heads, depth=depth, max_seq_len=n,
-                                          causal=True, n_local_attn_heads=local_heads, local_attn_window_size=window)
+    linear = LinearAttentionTransformerLM(num_tokens=num_tokens, dim=dim, heads=heads, dim_head=dim // heads,
+                                          depth=depth, max_seq_len=n, causal=True, n_local_attn_heads=local_heads,
+                                          local_attn_window_size=window)
     return {'linear': linear, 'softmax': softmax_lm(num_tokens, dim, depth, heads, n)}
 
 def lm_train_step(model:nn.Module, # a language model: ids (b, n) → logits (b, n, V)

@@ -142,6 +142,8 @@ def _bench_args(p:argparse.ArgumentParser):
                    help='read peak memory only at these lengths (default: every --n)')
     p.add_argument('--time-limit', type=float, default=None, help='seconds for the whole run; the rest is skipped')
     p.add_argument('--max-gb', type=float, default=8., help='skip cases estimated to need more memory')
+    p.add_argument('--fresh-process', action='store_true', help='read peak memory in a fresh process per case '
+                   '(about 5x slower) instead of forks of one prepared child')
     p.add_argument('--no-progress', action='store_true', help='no progress bar')
 
 # %% ../nbs/09_cli.ipynb #09cli-015
@@ -406,7 +408,8 @@ def _cmd_bench(a:argparse.Namespace) -> int:
         bench.run_bench(ns=a.n, big=a.big, mechanisms=a.mechanisms, backward=a.backward, memory=a.memory, out=a.out,
                         repeats=a.repeats, warmup=a.warmup, threads=a.threads, device=a.device, dtype=a.dtype,
                         batch=a.batch, heads=a.heads, dim=a.dim, k=a.k, time_budget=a.time_budget,
-                        memory_ns=a.memory_n, time_limit=a.time_limit, max_gb=a.max_gb, progress=not a.no_progress)
+                        memory_ns=a.memory_n, time_limit=a.time_limit, max_gb=a.max_gb, progress=not a.no_progress,
+                        fresh_process=a.fresh_process)
     except (ValueError, TypeError) as e: return _fail('bench', _as_options(str(e), _BENCH_OPTION_OF))
     return 0
 
