@@ -231,7 +231,7 @@ def benchmark_decode(contexts:Sequence[int], # context lengths already decoded
         state = LinearAttentionState(fk.transpose(-1, -2) @ vc, fk.sum(2))                 # S, z after m tokens
         q, k, v = (t[:, :, 0] for t in _causal_inputs(1, b, h, d, e))
         q, k = elu_feature_map(q), elu_feature_map(k)
-        runs = {'linear': lambda: causal_linear_attention_step(q, k, v, state),
+        runs = {'linear': lambda: causal_linear_attention_step(q, k, v, state, feature_map=None),
                 'softmax': lambda: F.scaled_dot_product_attention(q[:, :, None], kc, vc)}
         with num_threads(threads), torch.no_grad():                             # each form alone (see above)
             rows.append(dict(context=m, **{f'{name}_step_s': median_time(fn, 3, repeats) for name, fn in runs.items()}))
@@ -329,7 +329,7 @@ def _causal_step(n, cfg):
         fk = phi(k[:, :, :-1]).float()
         state = LinearAttentionState(fk.transpose(-1, -2) @ v[:, :, :-1].float(), fk.sum(2))  # S, z after n-1 tokens
     qt, kt, vt = phi(q[:, :, -1]), phi(k[:, :, -1]), v[:, :, -1]                          # the newest token
-    return (lambda: causal_linear_attention_step(qt, kt, vt, state)[0]), []
+    return (lambda: causal_linear_attention_step(qt, kt, vt, state, feature_map=None)[0]), []
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-017
 def _lama(n, cfg):
