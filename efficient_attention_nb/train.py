@@ -700,9 +700,9 @@ def plot_run(result:dict, # what `train` returned, or a run's curve.json
 # %% ../nbs/08_training.ipynb #07training-053
 class Run(NamedTuple):
     "A trained model and what is needed to use it: `load_run`'s answer."
-    model: nn.Module
-    vocab: CharVocab|None
-    config: dict
+    model: nn.Module # the trained model, in eval mode, on the device asked for
+    vocab: CharVocab|None # the character vocabulary of a text task; None for the recall task
+    config: dict # the run's configuration: attention, task, sizes, optimiser, precision
 
 def load_run(path:str|Path, # a run folder (its model.pt; best.pt or any checkpoint file may be named directly)
              device:str|torch.device='cpu', # where to put the model

@@ -676,10 +676,20 @@ def step(self:ChunkedFeedForward, x:torch.Tensor, # the new position (b, dim)
     return self(x), None
 
 @patch
-def prefill(self:_PreNorm, x, **kwargs): return self.fn.prefill(self.norm(x), **kwargs)
+def prefill(self:_PreNorm, x:torch.Tensor, # the prompt's inputs (b, n, dim)
+            **kwargs, # passed to `fn`
+           ) -> tuple: # output, and the cache of `fn`
+    "`fn.prefill` on the normalised input."
+    return self.fn.prefill(self.norm(x), **kwargs)
 
 @patch
-def step(self:_PreNorm, x, cache=None, t:int=0, **kwargs): return self.fn.step(self.norm(x), cache, t, **kwargs)
+def step(self:_PreNorm, x:torch.Tensor, # the new position's input (b, dim)
+         cache=None, # the cache of `fn`; None at the start
+         t:int=0, # the position of x
+         **kwargs, # passed to `fn`
+        ) -> tuple: # output, and the new cache of `fn`
+    "`fn.step` on the normalised input."
+    return self.fn.step(self.norm(x), cache, t, **kwargs)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-044h
 def _rows(cache, i:int, r:int):
@@ -728,11 +738,23 @@ def _context_state(self:_CrossAttention, context, context_mask):
     return _sum_state(zero_padded(a.phi(k), context_mask), zero_padded(v, context_mask))
 
 @patch
-def prefill(self:_CrossAttention, x, context=None, context_mask=None, **kwargs):
+def prefill(self:_CrossAttention, x:torch.Tensor, # the prompt's inputs (b, n, dim)
+            context:torch.Tensor|None=None, # what the queries attend to (b, m, dim)
+            context_mask:torch.Tensor|None=None, # padding of the context (b, m), True = keep
+            **kwargs, # ignored
+           ) -> tuple: # output (b, n, dim), and the context's (S, z) (None for Linformer)
+    "The forward, plus the linear state of the whole context: it is the same at every later position."
     return self(x, context=context, context_mask=context_mask), self._context_state(context, context_mask)
 
 @patch
-def step(self:_CrossAttention, x, cache=None, t:int=0, context=None, context_mask=None, **kwargs):
+def step(self:_CrossAttention, x:torch.Tensor, # the new position's input (b, dim)
+         cache=None, # the context's (S, z) from `prefill`; None: computed from `context`
+         t:int=0, # the position of x (unused: cross-attention does not depend on it)
+         context:torch.Tensor|None=None, # what the queries attend to (b, m, dim)
+         context_mask:torch.Tensor|None=None, # padding of the context (b, m), True = keep
+         **kwargs, # ignored
+        ) -> tuple: # output (b, dim), and the cache
+    "One query read from the context's state (Linformer: the full cross-attention of one position)."
     if cache is None: cache = self._context_state(context, context_mask)
     if cache is None: return self(x[:, None], context=context, context_mask=context_mask)[:, 0], None   # Linformer
     a = self.attn

@@ -62,9 +62,10 @@ def write_sidebar():
 
 # ---------------------------------------------------------------------------------------------- 1. nbdev processing
 def _anno(a):
-    "An annotation as a reader writes it: `int`, `Callable | None`, `torch.Tensor`."
-    import inspect
+    "An annotation as a reader writes it: `int`, `Callable | None`, `torch.Tensor` (a NamedTuple's string annotation too)."
+    import inspect, typing
     if a is inspect.Parameter.empty: return ''
+    if isinstance(a, typing.ForwardRef): a = a.__forward_arg__    # NamedTuple fields under `from __future__ import annotations`
     s = a if isinstance(a, str) else getattr(a, '__name__', None) if isinstance(a, type) else None
     s = s or inspect.formatannotation(a)
     return re.sub(r'\b(?:typing|collections\.abc|efficient_attention_nb\.\w+)\.', '', s).replace(' | ', '|')
@@ -86,13 +87,25 @@ def _library_twin(sym):
         if inspect.isclass(twin) and twin.__module__ == f'{lib}.{mod.stem}': return twin
     return sym
 
+def _field_docments(cls):
+    """A NamedTuple's fields as docments: `name: anno # comment` lines of its class body (fastcore's `docments` reads
+    `__init__`'s source, and a NamedTuple's generated `__new__` has none)."""
+    import inspect
+    try: src = inspect.getsource(cls)
+    except Exception: return {}
+    notes = dict(re.findall(r'^\s+(\w+)\s*:[^#\n]*#\s*(.*?)\s*$', src, re.M))
+    return {f: dict(docment=notes.get(f), anno=cls.__annotations__.get(f, inspect.Parameter.empty),
+                    default=cls._field_defaults.get(f, inspect.Parameter.empty)) for f in cls._fields}
+
 def arg_table(sym):
     "Markdown table of `sym`'s arguments from its docments (type, default, details), '' when none is documented."
     import inspect
     from fastcore.docments import docments
     sym = _library_twin(sym)
-    try: dm = docments(sym, full=True, args_kwargs=True)
-    except Exception: return ''
+    if inspect.isclass(sym) and issubclass(sym, tuple) and hasattr(sym, '_fields'): dm = _field_docments(sym)
+    else:
+        try: dm = docments(sym, full=True, args_kwargs=True)
+        except Exception: return ''
     dm.pop('self', None)
     ret = dm.pop('return', None) or {}
     if not any(v.get('docment') for v in dm.values()): return ''
@@ -116,7 +129,9 @@ def signature_md(sym, name, width=100):
     "`def name(a:int, *, b=1)->T:` (or `class name(...):`) wrapped at `width`: kw-only and positional-only marks kept."
     import inspect
     try: sig = inspect.signature(sym)          # annotations as written (no eval: `torch.Tensor|None`, not `Optional[..]`)
-    except Exception: return None
+    except Exception:                          # a class without a signature of its own (an exception): its bases
+        if not inspect.isclass(sym): return None
+        return f"class {name}({', '.join(b.__qualname__ for b in sym.__bases__ if b is not object)}):"
     def _show_param(p):
         pre = '*' if p.kind == p.VAR_POSITIONAL else '**' if p.kind == p.VAR_KEYWORD else ''
         a = '' if p.annotation is p.empty else ':' + _anno(p.annotation)
@@ -264,6 +279,39 @@ def _split_at_headings(c):
     if len(parts) == 1: return [c]
     return [mk_cell(''.join(p).strip('\n'), 'markdown') for p in parts]
 
+_DIRECTIVE = re.compile(r'^\s*#\s*\|.*$')
+def _strip_directives(src):
+    "Source without its leading `#|` lines: Quarto reads and drops them; the page shows code only."
+    lines = src.splitlines(keepends=True)
+    while lines and _DIRECTIVE.match(lines[0]): lines.pop(0)
+    return ''.join(lines)
+
+_TABLE_SEP = re.compile(r'^\|(\s*:?-{3,}:?\s*\|)+\s*$')
+def _table_runs(text):
+    "A printed text as [(is_table, lines)] runs: a markdown pipe table (header, `|---|` row, rows) or other text."
+    lines, runs, i = text.splitlines(keepends=True), [], 0
+    while i < len(lines):
+        if lines[i].startswith('|') and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
+            j = i + 2
+            while j < len(lines) and lines[j].startswith('|'): j += 1
+            runs.append((True, lines[i:j])); i = j
+        else:
+            if not runs or runs[-1][0]: runs.append((False, []))
+            runs[-1][1].append(lines[i]); i += 1
+    return runs
+
+def _stream_tables(c):
+    "Markdown tables a cell printed are shown as tables: the printed text around them stays preformatted."
+    outs = []
+    for o in c.get('outputs', []):
+        runs = _table_runs(''.join(o.get('text', ''))) if o.get('output_type') == 'stream' else []
+        if not any(t for t, _ in runs): outs.append(o); continue
+        for is_table, lines in runs:
+            if is_table: outs.append(dict(output_type='display_data', metadata={},
+                                          data={'text/markdown': ''.join(lines)}))
+            else: outs.append(dict(o, text=''.join(lines)))
+    c['outputs'] = outs
+
 def _quarto_opts(nb):
     "Apply the Quarto cell options left in processed notebooks, as `quarto render` would; return the new cells."
     cells, shown = [], set()
@@ -271,7 +319,9 @@ def _quarto_opts(nb):
         c.pop('has_sd', None)
         if c.cell_type == 'markdown': cells += _split_at_headings(c); continue
         if c.cell_type != 'code': cells.append(c); continue
-        d = extract_directives(c)    # removes the `#|` lines from the source; keys like 'echo:' -> ['false']
+        d = extract_directives(c)    # removes nbdev's `#|` lines from the source; keys like 'echo:' -> ['false']
+        c.source = _strip_directives(c.source)   # ... and Quarto's (`#| eval: false`), which it leaves for Quarto
+        _stream_tables(c)
         opt = lambda k: (d.get(k+':') or [''])[0].strip('"\'').lower()
         for o in c.get('outputs', []):
             if o.get('execution_count', 0) is None: o['execution_count'] = 0   # pandoc (README) wants an int here
@@ -286,6 +336,7 @@ def _quarto_opts(nb):
             if opt('echo') != 'false' or c.outputs: cells.append(c)
             heads = [m.group(2) for s in md for m in [_HEAD.search(s)] if m]
             if heads and heads[0] in shown: continue     # nbdev added a second show_doc for a decorated @patch method
+            if heads and re.match(r'_[A-Za-z]', heads[0]): continue   # a method nbdev documents on a private class
             shown.update(heads)
             for s in md: cells += _split_at_headings(mk_cell(s, 'markdown'))
             continue
@@ -300,6 +351,7 @@ def _links(md, site_url, pages):
     def page(m):
         f, frag = m.group(1), m.group(2) or ''
         return f'](' + site_url + pages.get(f, f) + frag + ')'
+    md = re.sub(r'\[\[([^\[\]]+)\]\([^)\s]+\)\]\(', r'[\1](', md)   # nbdev linked the text of a link: keep the outer one
     md = re.sub(r'\]\(\.?/?([\w.-]+\.(?:ipynb|html))(#[^)\s]*)?\)', page, md)
     return re.sub(r'\[(`?_\w[\w.]*`?)\]\([^)\s]*#_[^)\s]*\)', r'\1', md)
 

@@ -2,6 +2,7 @@
 and README.md links. The site is built once per session into a temp folder, checked statically, then in headless
 Chromium: pages render, search finds the right page, math is typeset, next links walk the chapters."""
 import functools, json, os, re, shutil, subprocess, sys, tempfile
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 import pytest, yaml
@@ -164,6 +165,51 @@ def test_api_headings_and_argument_tables(site, pages):
                 n_tables += 1
     assert n_tables > 0
 
+def _blocks(html, cls):
+    "Text of the <pre> blocks inside the divs of class `cls` (cell_input: the code shown; cell_output: its outputs)."
+    out = []
+    for part in html.split(f'<div class="{cls} ')[1:]:
+        part = part.split('<div class="cell ', 1)[0]
+        out += [unescape(re.sub(r'<[^>]+>', '', m)) for m in re.findall(r'<pre[^>]*>(.*?)</pre>', part, re.S)]
+    return out
+
+def test_no_directive_lines_in_shown_code(site):
+    "Quarto/nbdev cell options (`#| eval: false`, `#| slow`) are read by the builder, never shown as code."
+    for nb in _order():
+        for code in _blocks((site/_page(nb)).read_text(), 'cell_input'):
+            bad = [l for l in code.splitlines() if re.match(r'\s*#\s*\|', l)]
+            assert not bad, f'{_page(nb)}: directive line shown in code: {bad[0]!r}'
+
+def test_markdown_tables_render_as_tables(site):
+    "A markdown table a cell prints or displays becomes an HTML table: no `|---|` row in a paragraph or an output."
+    sep = re.compile(r'^\s*\|(\s*:?[-—–]{1,}:?\s*\|)+\s*$', re.M)
+    for nb in _order():
+        html = (site/_page(nb)).read_text()
+        paras = [unescape(re.sub(r'<[^>]+>', '', p)) for p in re.findall(r'<p>(.*?)</p>', html, re.S)]
+        raw = [p for p in paras if re.search(r'\|\s*[-—–]{1,3}\s*\|', p)]
+        assert not raw, f'{_page(nb)}: a markdown table rendered as a paragraph: {raw[0][:120]!r}'
+        outs = [o for o in _blocks(html, 'cell_output') if sep.search(o)]
+        assert not outs, f'{_page(nb)}: a printed markdown table left as text: {outs[0][:120]!r}'
+
+def test_signatures_read_as_written(site):
+    "No `ForwardRef('torch.Tensor')` (NamedTuple fields) in a signature; an exception class is shown as a class."
+    for nb in _order():
+        text = unescape(re.sub(r'<[^>]+>', '', (site/_page(nb)).read_text()))
+        assert 'ForwardRef' not in text, f'{_page(nb)}: ForwardRef in a signature'
+        bad = re.findall(r'def (\w+(?:Error|Interrupted))\(', text)
+        assert not bad, f'{_page(nb)}: the exception class {bad[0]} shown as a function'
+
+def _css_rules(css):
+    css = re.sub(r'/\*.*?\*/', '', css, flags=re.S)
+    return [(sel, body) for sel, body in re.findall(r'([^{}]+)\{([^{}]*)\}', css)]
+
+def test_code_and_outputs_wrap_instead_of_scrolling(site):
+    "The site's CSS wraps shown code and outputs at the column's edge (the browser test measures the result)."
+    rules = _css_rules((site/'_static'/'site.css').read_text())
+    for target in ('.highlight pre', 'div.cell_output pre'):
+        assert any(target in [x.strip() for x in sel.split(',')] and re.search(r'white-space:\s*pre-wrap', body)
+                   for sel, body in rules), f'site.css: no `white-space: pre-wrap` rule for {target}'
+
 # ------------------------------------------------------------------------------------------ in Chromium
 def _chromium(*args, url, timeout=90):
     udd = tempfile.mkdtemp(prefix='chromium_')
@@ -229,3 +275,40 @@ def test_browser_next_link_walks_to_the_next_chapter(site):
     assert nxt and nxt.group(1) == _page(order[i + 1]), f'next link on {_page(order[i])}: {nxt and nxt.group(1)}'
     title = _title(order[i + 1])
     assert ' '.join(title.split()[:2]) in re.sub(r'<[^>]+>', ' ', dom.split('next-page', 1)[1][:600]).replace('\n', ' ')
+
+_MEASURE = r"""<script>
+window.addEventListener('load', () => setTimeout(() => {
+  const vw = document.documentElement.clientWidth, r = {vw, page: document.documentElement.scrollWidth, wide: []};
+  const toc = document.querySelector('.toc-drawer');
+  if (toc && getComputedStyle(toc).position !== 'fixed') r.toc = toc.getBoundingClientRect().right;
+  for (const el of document.querySelectorAll('article pre, article .table-wrapper'))
+    if (el.scrollWidth > el.clientWidth + 1) r.wide.push([el.scrollWidth, el.clientWidth, el.textContent.trim().slice(0, 80)]);
+  const out = document.createElement('pre'); out.id = 'site-measure'; out.textContent = JSON.stringify(r);
+  document.body.appendChild(out);
+}, 300));
+</script></body>"""
+
+def _measure(site, page, width):
+    "Widths of `page` at a `width` px window: the page, the contents column's right edge, blocks that scroll sideways."
+    tmp = site/f'_measure_{width}_{page}'           # next to the page: its relative CSS and scripts load
+    tmp.write_text((site/page).read_text().replace('</body>', _MEASURE, 1))
+    try: dom = _chromium(f'--window-size={width},1600', '--virtual-time-budget=8000', '--dump-dom', url=tmp.as_uri()).stdout
+    finally: tmp.unlink()
+    m = re.search(r'<pre id="site-measure">(.*?)</pre>', dom, re.S)
+    assert m, f'{page}: the measuring script did not run'
+    return json.loads(unescape(m.group(1)))
+
+@need_chromium
+@pytest.mark.parametrize('width', [1440, 1600])
+def test_browser_nothing_wider_than_its_column(site, width):
+    """At 1440 and 1600 px: no page scrolls sideways, the "On this page" column is whole, and no code block, output
+    or table scrolls sideways inside the text column (code and outputs wrap; tables fit)."""
+    from concurrent.futures import ThreadPoolExecutor
+    names = _order() if width == 1440 else [n for n in _order() if n in ('index.ipynb', '10_robustness.ipynb')]
+    with ThreadPoolExecutor(2) as ex: rs = dict(zip(names, ex.map(lambda n: _measure(site, _page(n), width), names)))
+    problems = []
+    for nb, r in rs.items():
+        if r['page'] > r['vw']: problems.append(f"{_page(nb)}: the page is {r['page']} px wide in a {r['vw']} px window")
+        if r.get('toc', 0) > r['vw'] + 1: problems.append(f"{_page(nb)}: 'On this page' ends at {r['toc']:.0f} px > {r['vw']}")
+        problems += [f'{_page(nb)}: a block {w} px wide scrolls in {c} px: {t!r}' for w, c, t in r['wide']]
+    assert not problems, '\n'.join(problems)

@@ -19,6 +19,7 @@ extensions = ['myst_nb']
 exclude_patterns = ['_build', '**.ipynb_checkpoints']
 nb_execution_mode = 'off'                      # the saved outputs are the outputs: nothing runs at build time
 nb_merge_streams = True
+nb_render_markdown_format = 'myst'            # markdown outputs (tables a cell displays) as MyST: tables render
 myst_enable_extensions = ['dollarmath', 'amsmath', 'attrs_inline', 'strikethrough']
 myst_dmath_double_inline = True                # `$$...$$` inside a paragraph is display math, as in Quarto
 suppress_warnings = ['myst.header', 'misc.highlighting_failure', 'myst.xref_missing']
