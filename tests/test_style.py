@@ -175,3 +175,11 @@ def test_the_library_never_imports_the_harness():
         if p.stem in HARNESS or p.name.startswith('_'): continue
         bad = re.findall(r'^\s*(?:from|import)\s+\S*\b(?:bench|train|cli)\b.*$', p.read_text(), re.M)
         assert not bad, f'{p.name} imports the harness: {bad}'
+
+
+@pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
+def test_cell_ids_are_unique(nb):
+    "nbformat silently renames a duplicate cell id when it reads the notebook, so links and records to it break."
+    ids = [c.get('id') for c in cells(nb)]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    assert not dup, f'{nb.name}: cell ids used more than once: {dup}'
