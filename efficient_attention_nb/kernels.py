@@ -9,18 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
-from einops import rearrange
 
 # %% auto #0
 __all__ = []
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-005
-from .core import default, check_int, full_precision, zero_padded
+from .core import default, full_precision, zero_padded
 from .linear_attention import (elu_feature_map, relu_feature_map, LinearAttentionState,
-    causal_linear_attention_chunked, causal_linear_attention_quadratic, causal_linear_attention, _KERNELS, _map_qk,
-    _resolve_feature_map, _compute_dtype, _state_tensor, _split_num_den, _check_qkv)
+    _KERNELS, _map_qk, _resolve_feature_map, _compute_dtype, _state_tensor, _check_state)
 
 # %% ../nbs/06b_hardware.ipynb #03linearatte-032
 _SCRATCH = threading.local()      # per thread: dtype → one flat CPU buffer that the tiles' workspaces are cut from
@@ -478,9 +475,10 @@ def _cla_setup(ctx, inputs, output):
 def _cla_backward(ctx, do, dden, dsn, dzn):
     q, k, v, mask, s0, z0, o, den = ctx.saved_tensors
     do = torch.zeros_like(o) if do is None else do if do.stride(-1) == 1 else do.contiguous()
-    dsn, dzn = (None, None) if dsn is None and dzn is None else (default(dsn, torch.zeros_like(s0 if s0 is not None
-                else den.new_zeros(*q.shape[:2], q.shape[-1], v.shape[-1]))).contiguous(),
-                default(dzn, den.new_zeros(*q.shape[:2], q.shape[-1])).contiguous())
+    if dsn is not None or dzn is not None:                   # the final state was used: both parts of its gradient
+        (b, h, _, d), e = q.shape, v.shape[-1]
+        dsn = (dsn if dsn is not None else den.new_zeros(b, h, d, e)).contiguous()
+        dzn = (dzn if dzn is not None else den.new_zeros(b, h, d)).contiguous()
     dq, dk, dv, ds0, dz0 = _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, ctx.eps)
     return dq, dk, dv, None, ds0 if ctx.has_s0 else None, dz0 if ctx.has_s0 else None, None
 
@@ -503,13 +501,13 @@ def _triton(q, k, v, *, mask, feature_map, eps, initial_state, return_state, for
     if why:
         if forced: raise ValueError(f"backend='triton' cannot take this call: {why}")
         return None
-    (b, h, n, d), e, out_dtype = q.shape, v.shape[-1], q.dtype
+    (b, h, _, d), e, out_dtype = q.shape, v.shape[-1], q.dtype
     q, k = _map_qk(q, k, feature_map)
     dt = torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype)
     q, k, v = (t.to(dt) if t.stride(-1) == 1 else t.to(dt).contiguous() for t in (q, k, v))
     s0 = z0 = None
     if initial_state is not None:
-        _state_tensor(initial_state, b, h, d, e, torch.float32, q.device)          # validates its shapes
+        _check_state(initial_state, b, h, d, e)
         s0, z0 = (t.to(q.device, torch.float32).contiguous() for t in initial_state)
     m = None if mask is None else mask.to(torch.uint8).contiguous()
     out, _, sn, zn = _cla_fwd_op(q, k, v, m, s0, z0, float(eps))

@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-003
 from __future__ import annotations
-import functools, math
+import functools
 from typing import Callable, NamedTuple
 
 import torch
@@ -162,11 +162,15 @@ class LinearAttentionState(NamedTuple):
     kv: torch.Tensor # S (b, h, d, e)
     k_sum: torch.Tensor # z (b, h, d)
 
-def _state_tensor(state, b:int, h:int, d:int, e:int, dtype, device) -> torch.Tensor:
-    "A LinearAttentionState (kv (b,h,d,e), k_sum (b,h,d)) as one [S | z] tensor (b, h, d, e+1), validated."
+def _check_state(state, b:int, h:int, d:int, e:int):
+    "Raise unless `state` is a LinearAttentionState (kv (b,h,d,e), k_sum (b,h,d)): the check every form shares."
     if not isinstance(state, tuple) or len(state) != 2:
         raise TypeError(f'initial_state must be a LinearAttentionState (kv, k_sum) or None, got {type(state).__name__}')
     check_tensor(state[0], 'initial_state.kv', (b, h, d, e)); check_tensor(state[1], 'initial_state.k_sum', (b, h, d))
+
+def _state_tensor(state, b:int, h:int, d:int, e:int, dtype, device) -> torch.Tensor:
+    "A LinearAttentionState (kv (b,h,d,e), k_sum (b,h,d)) as one [S | z] tensor (b, h, d, e+1), validated."
+    _check_state(state, b, h, d, e)
     return torch.cat((state[0].to(device, dtype), state[1].to(device, dtype)[..., None]), -1)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-030b
