@@ -5,7 +5,7 @@
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-003
 from __future__ import annotations
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn as nn
@@ -17,7 +17,7 @@ from fastcore.basics import patch
 __all__ = ['delta_rule_step', 'delta_rule_recurrent', 'delta_rule_attention', 'DeltaNetCache', 'DeltaNetSelfAttention']
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-004
-from .core import (_holds, default, check_tensor, check_int, check_heads, as_mask, full_precision,
+from .core import (_holds, default, check_tensor, check_int, check_choice, check_heads, as_mask, full_precision,
                                          pad_to_multiple, upcast, zero_padded, document_arguments)
 from .linear_attention import _compute_dtype   # float32 sums (float64 for float64 inputs)
 
@@ -146,6 +146,18 @@ def _scan_states(m, bias, state):
         state = torch.baddbmm(b_t, m_t, state)                                     # S_{t+1} = M_t S_t + B_t
     return torch.stack(states, 1).view(b, h, N, d, e), state.view(b, h, d, e)
 
+# %% ../nbs/06_delta_rule.ipynb #06deltarule-scan
+_SCANS: dict[str, Callable] = {}       # backend name → the recurrence over chunks, registered by `kernels`
+_DELTA_BACKENDS = ('auto', 'torch', 'triton')
+
+def _run_scan(m, bias, state, backend:str):
+    "Eq. (4) over the chunks by `backend`: 'auto' takes a registered kernel that accepts the tensors, else the loop."
+    kernel = None if backend == 'torch' else _SCANS.get('triton')
+    if kernel is None and backend == 'triton':
+        raise ValueError("backend='triton' is not registered: import efficient_attention_nb.kernels (needs triton)")
+    out = None if kernel is None else kernel(m, bias, state, forced=backend == 'triton')   # None: declined
+    return _scan_states(m, bias, state) if out is None else out
+
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-033
 def delta_rule_attention(q:torch.Tensor, # queries (b, h, n, d)
                          k:torch.Tensor, # keys (b, h, n, d), of norm at most 1
@@ -157,10 +169,11 @@ def delta_rule_attention(q:torch.Tensor, # queries (b, h, n, d)
                          initial_state:torch.Tensor|None=None, # state before the first token (b, h, d, e); None = 0
                          return_state:bool=False, # also return the state after the last token
                          check_bounds:bool=True, # refuse β ∉ [0, 2], ‖k‖ > 1, g > 0 (`_check_bounds`); False: skip
+                         backend:str='auto', # chunk recurrence: 'auto', 'torch' (a loop) or 'triton' (one kernel)
                         ): # outputs (b, h, n, e) in v's dtype; with return_state, (outputs, final state (b, h, d, e))
     "The (gated) delta rule by chunks (Yang et al. 2024). Legend: b batch, h heads, n positions, d/e key/value width."
     s = _check_delta(q, k, v, beta, g, initial_state)
-    check_int(chunk_size, 'chunk_size')
+    check_int(chunk_size, 'chunk_size'); check_choice(backend, 'backend', _DELTA_BACKENDS)
     if check_bounds: _check_bounds(k, beta, g)
     b, h, n, d, e = (s[x] for x in 'bhnde')
     N = max(1, -(-n // chunk_size)); c = -(-max(n, 1) // N)                          # N chunks of c ≤ chunk_size
@@ -171,7 +184,7 @@ def delta_rule_attention(q:torch.Tensor, # queries (b, h, n, d)
         w, u, decay = _ut_transform(k, v, beta, gam)                                  # (2)
         o_local, q_hat = _chunk_outputs(q, k, gam, w, u, decay)                       # (3)
         state = (q.new_zeros(b, h, d, e) if initial_state is None else initial_state.to(cdt))
-        entering, state = _scan_states(*_chunk_transitions(k, gam, w, u), state)      # (4)
+        entering, state = _run_scan(*_chunk_transitions(k, gam, w, u), state, backend)  # (4)
         out = _addmm(o_local, q_hat, entering)                                        # P Ũ + Q̂ S_0, every chunk
         out = rearrange(out, 'b h N c e -> b h (N c) e')[:, :, :n].to(out_dtype)
     return (out, state) if return_state else out

@@ -18,6 +18,7 @@ __all__ = []
 from .core import default, full_precision, zero_padded
 from .linear_attention import (elu_feature_map, relu_feature_map, LinearAttentionState,
     _KERNELS, _map_qk, _resolve_feature_map, _compute_dtype, _state_tensor, _check_state)
+from .delta_rule import _SCANS
 
 # %% ../nbs/06b_hardware.ipynb #03linearatte-032
 _SCRATCH = threading.local()      # per thread: dtype → one flat CPU buffer that the tiles' workspaces are cut from
@@ -495,12 +496,14 @@ def _triton_unfit(q, k, v) -> str|None:
     if bad: return f'it takes float32, float16 or bfloat16, got {bad[0]}'
     if max(q.shape[-1], v.shape[-1]) > 256: return f'heads up to 256 wide, got d={q.shape[-1]}, e={v.shape[-1]}'
 
+def _takes(why:str|None, forced:bool, device:torch.device) -> bool:
+    "Whether a Triton backend takes the call: raise when forced and unfit (`why`); under 'auto', CUDA tensors only."
+    if why and forced: raise ValueError(f"backend='triton' cannot take this call: {why}")
+    return not why and (forced or device.type == 'cuda')
+
 def _triton(q, k, v, *, mask, feature_map, eps, initial_state, return_state, forced, **_):
     "Causal linear attention by the Triton kernels; None where `backend='auto'` should take another path."
-    why = _triton_unfit(q, k, v) or (None if forced or q.device.type == 'cuda' else 'auto')
-    if why:
-        if forced: raise ValueError(f"backend='triton' cannot take this call: {why}")
-        return None
+    if not _takes(_triton_unfit(q, k, v), forced, q.device): return None
     (b, h, _, d), e, out_dtype = q.shape, v.shape[-1], q.dtype
     q, k = _map_qk(q, k, feature_map)
     dt = torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype)
@@ -515,3 +518,95 @@ def _triton(q, k, v, *, mask, feature_map, eps, initial_state, return_state, for
     return (out, LinearAttentionState(sn, zn)) if return_state else out
 
 _KERNELS['triton'] = _triton
+
+# %% ../nbs/06b_hardware.ipynb #06bhardware-dr-fwd
+@_jit
+def _scan_fwd_kernel(M, B, S0, ST, SN, N, d, e, BD: tl.constexpr, BE: tl.constexpr, PREC: tl.constexpr):
+    "One head, one block of value columns: S_{t+1} = M_t S_t + B_t over the N chunks, S on chip in float32."
+    pe, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    rd, re = tl.arange(0, BD), pe * BE + tl.arange(0, BE)
+    de, dd = (rd[:, None] < d) & (re[None, :] < e), (rd[:, None] < d) & (rd[None, :] < d)    # inside the tensors
+    p_de, p_dd = rd[:, None] * e + re[None, :], rd[:, None] * d + rd[None, :]               # offsets in one matrix
+    S = tl.load(S0 + bh * d * e + p_de, mask=de, other=0.)
+    for t in range(N):
+        at = bh * N + t                                                          # chunk t of this head
+        tl.store(ST + at * d * e + p_de, S, mask=de)                             # the state entering chunk t
+        m_t = tl.load(M + at * d * d + p_dd, mask=dd, other=0.)
+        S = tl.dot(m_t, S, input_precision=PREC) + tl.load(B + at * d * e + p_de, mask=de, other=0.)
+    tl.store(SN + bh * d * e + p_de, S, mask=de)                                 # the state after the last chunk
+
+# %% ../nbs/06b_hardware.ipynb #06bhardware-dr-bwd
+@_jit
+def _scan_bwd_kernel(M, ST, DST, DSN, DM, DB, DS0, BH, N, d, e, BD: tl.constexpr, BE: tl.constexpr,
+                     PREC: tl.constexpr):
+    "The walk reversed: ∂B_t = ∂S_{t+1}, ∂M_t = ∂S_{t+1} S_tᵀ (this block's share), ∂S_t = M_tᵀ ∂S_{t+1} + G_t."
+    pe, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    rd, re = tl.arange(0, BD), pe * BE + tl.arange(0, BE)
+    de, dd = (rd[:, None] < d) & (re[None, :] < e), (rd[:, None] < d) & (rd[None, :] < d)
+    p_de, p_dd = rd[:, None] * e + re[None, :], rd[:, None] * d + rd[None, :]
+    dS = tl.load(DSN + bh * d * e + p_de, mask=de, other=0.)                     # ∂L/∂S_N
+    for i in range(N):
+        at = bh * N + N - 1 - i                                                  # chunk t = N-1-i of this head
+        tl.store(DB + at * d * e + p_de, dS, mask=de)
+        s_t = tl.load(ST + at * d * e + p_de, mask=de, other=0.)
+        tl.store(DM + (pe * BH * N + at) * d * d + p_dd, tl.dot(dS, tl.trans(s_t), input_precision=PREC), mask=dd)
+        m_t = tl.load(M + at * d * d + p_dd, mask=dd, other=0.)
+        dS = tl.dot(tl.trans(m_t), dS, input_precision=PREC) + tl.load(DST + at * d * e + p_de, mask=de, other=0.)
+    tl.store(DS0 + bh * d * e + p_de, dS, mask=de)                               # ∂L/∂S_0
+
+# %% ../nbs/06b_hardware.ipynb #06bhardware-dr-launch
+_SCAN_PREC = 'tf32x3'          # float32 products as three TF32 tensor-core products (see the text)
+
+def _scan_cfg(d:int, e:int, prec:str) -> tuple[dict, int]:
+    "Block sizes, product precision and warps of the scan kernels, and the number of value blocks."
+    BE = min(32, _blk(e))
+    return dict(BD=_blk(d), BE=BE, PREC=prec, num_warps=4), triton.cdiv(e, BE)
+
+def _scan_fwd_launch(m, bias, s0, prec:str=_SCAN_PREC):
+    "The states entering each chunk (b, h, N, d, e) and the final state (b, h, d, e), by the forward kernel."
+    b, h, N, d, e = bias.shape
+    states, sn = torch.empty_like(bias), torch.empty_like(s0)
+    cfg, ne = _scan_cfg(d, e, prec)
+    with _device_of(m): _scan_fwd_kernel[(ne, b * h)](m, bias, s0, states, sn, N, d, e, **cfg)
+    return states, sn
+
+def _scan_bwd_launch(m, states, dstates, dsn, prec:str=_SCAN_PREC):
+    "∂M, ∂B and ∂S_0 by the backward kernel (∂M summed over the value blocks)."
+    b, h, N, d, e = states.shape
+    cfg, ne = _scan_cfg(d, e, prec)
+    dm, dbias, ds0 = m.new_empty(ne, *m.shape), torch.empty_like(states), torch.empty_like(dsn)
+    with _device_of(m): _scan_bwd_kernel[(ne, b * h)](m, states, dstates, dsn, dm, dbias, ds0, b * h, N, d, e, **cfg)
+    return dm.sum(0), dbias, ds0
+
+# %% ../nbs/06b_hardware.ipynb #06bhardware-dr-op
+@torch.library.custom_op('efficient_attention_nb::delta_scan_fwd', mutates_args=(),
+                         schema='(Tensor m, Tensor bias, Tensor s0) -> (Tensor, Tensor)')
+def _scan_fwd_op(m, bias, s0): return _scan_fwd_launch(m, bias, s0)
+
+@_scan_fwd_op.register_fake
+def _(m, bias, s0): return torch.empty_like(bias), torch.empty_like(s0)
+
+@torch.library.custom_op('efficient_attention_nb::delta_scan_bwd', mutates_args=(),
+                         schema='(Tensor m, Tensor states, Tensor dstates, Tensor dsn) -> (Tensor, Tensor, Tensor)')
+def _scan_bwd_op(m, states, dstates, dsn): return _scan_bwd_launch(m, states, dstates, dsn)
+
+@_scan_bwd_op.register_fake
+def _(m, states, dstates, dsn): return torch.empty_like(m), torch.empty_like(states), torch.empty_like(dsn)
+
+def _scan_setup(ctx, inputs, output): ctx.save_for_backward(inputs[0], output[0])
+
+def _scan_backward(ctx, dstates, dsn):
+    m, states = ctx.saved_tensors
+    dstates = torch.zeros_like(states) if dstates is None else dstates.contiguous()
+    dsn = states.new_zeros(states.shape[:2] + states.shape[3:]) if dsn is None else dsn.contiguous()
+    return _scan_bwd_op(m, states, dstates, dsn)
+
+torch.library.register_autograd('efficient_attention_nb::delta_scan_fwd', _scan_backward, setup_context=_scan_setup)
+
+# %% ../nbs/06b_hardware.ipynb #06bhardware-dr-plug
+def _triton_scan(m, bias, state, *, forced:bool):
+    "The delta rule's recurrence over chunks by the Triton kernels; None where `backend='auto'` should run the loop."
+    if not _takes(_triton_unfit(m, m, bias), forced, m.device): return None
+    return _scan_fwd_op(*(t.contiguous() for t in (m, bias, state)))
+
+_SCANS['triton'] = _triton_scan
