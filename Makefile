@@ -10,6 +10,8 @@
 #   make lab      JupyterLab on nbs/
 #   make export / make clean-nbs   nbdev_export / nbdev_clean (run both before committing)
 #   make gpu      on a GPU machine: run the notebooks' #| cuda cells and record their outputs in the notebooks
+#                 (a GPU machine with torch but no nbdev: python nbs/_record_cuda.py --bare OUT.json NOTEBOOK there,
+#                 then python nbs/_record_cuda.py --apply OUT.json here)
 # GPU machines: make main TORCH_SPEC=torch   (pip's default torch wheel is the CUDA build)
 # Long steps show a progress bar with the time left; JOBS=1 runs the tutorials one at a time.
 SHELL := /bin/bash

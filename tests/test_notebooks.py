@@ -76,3 +76,27 @@ def test_record_cuda_writes_only_the_cuda_cells(tmp_path):
     assert cells['a']['outputs'] == kept and cells['c']['outputs'] == kept
     (tmp_path / 'nbs' / 'bad.ipynb').write_text(json.dumps({**nb, 'cells': [cell('d', '#| cuda\n1 / 0')]}))
     with pytest.raises(RuntimeError, match='ZeroDivisionError'): rec.cuda_outputs(tmp_path / 'nbs' / 'bad.ipynb')
+
+
+def test_record_cuda_bare_runs_without_nbdev_and_applies_later(tmp_path):
+    "--bare (a GPU machine without nbdev): the same cells run in one process, cuda stdout saved per cell; --apply."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('_record_cuda', ROOT / 'nbs' / '_record_cuda.py')
+    rec = importlib.util.module_from_spec(spec); spec.loader.exec_module(rec)
+    cell = lambda i, src: {'cell_type': 'code', 'id': i, 'metadata': {}, 'execution_count': None, 'outputs': [],
+                           'source': src}
+    nb = {'cells': [cell('a', '#| hide\nfrom nbdev.showdoc import *'), cell('b', 'x = 20\nprint("not recorded")'),
+                    cell('c', '#| cuda\ntest_eq(x, 20); print(x + 1)'), cell('d', 'show_doc(print)'),
+                    cell('e', '#| slow\nraise RuntimeError("slow cells are skipped")'),
+                    cell('f', '#| cuda\n1 / 0'), cell('g', '#| cuda\nprint("skipped by id")')],
+          'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5}
+    path = tmp_path / 'probe.ipynb'
+    path.write_text(json.dumps(nb))
+    saved = []
+    outs, failed = rec.bare_outputs(path, skip={'g'}, save=lambda o: saved.append(dict(o)))
+    assert outs == {'c': '21\n'} and failed == ['f'], (outs, failed)
+    assert saved[-1] == outs and len(saved) == 4                      # after each cell that ran: a, b, c, f
+    (tmp_path / 'out.json').write_text(json.dumps({'probe.ipynb': outs}))
+    rec.apply(tmp_path / 'out.json', nbs=tmp_path)
+    cells = {c['id']: c for c in json.loads(path.read_text())['cells']}
+    assert [''.join(o['text']) for o in cells['c']['outputs']] == ['21\n'] and cells['f']['outputs'] == []
