@@ -607,7 +607,10 @@ torch.library.register_autograd('efficient_attention_nb::delta_scan_fwd', _scan_
 def _triton_scan(m, bias, state, *, forced:bool):
     "The delta rule's recurrence over chunks by the Triton kernels; None where `backend='auto'` should run the loop."
     wide = m.shape[-1] > 64 and f'the scan keeps M_t on chip: keys up to 64 wide, got d={m.shape[-1]}'
-    if not _takes(_triton_unfit(m, m, bias) or wide, forced, m.device): return None
+    eager_cuda = m.device.type == 'cuda' and not torch.compiler.is_compiling()     # a cached query, outside traces
+    cc = torch.cuda.get_device_capability(m.device) if eager_cuda else (8, 0)
+    old = cc < (8, 0) and f'its tf32x3 products need TF32 tensor cores (compute capability 8.0+), got {cc}'
+    if not _takes(_triton_unfit(m, m, bias) or wide or old, forced, m.device): return None
     return _scan_fwd_op(*(t.contiguous() for t in (m, bias, state)))
 
 _SCANS['triton'] = _triton_scan
