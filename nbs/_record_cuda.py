@@ -70,10 +70,11 @@ def bare_outputs(path: Path, skip=(), save=None) -> tuple[dict, list]:
             linecache.cache[name] = (len(src), None, src.splitlines(True), name)       # tracebacks show the lines
             try:
                 with contextlib.redirect_stdout(buf): exec(compile(src, name, 'exec'), __main__.__dict__)
-            except Exception: failed.append(c['id']); print(buf.getvalue() + traceback.format_exc(), file=sys.stderr)
-            print(f"{path.name} {c['id']}: {'FAILED' if failed[-1:] == [c['id']] else 'ok'} {time.time() - t0:.1f} s",
-                  flush=True)
-            if cuda and c['id'] not in failed: outs[c['id']] = buf.getvalue()
+                ok = True
+            except Exception:
+                ok = False; failed.append(c['id']); print(buf.getvalue() + traceback.format_exc(), file=sys.stderr)
+            print(f"{path.name} {c['id']}: {'ok' if ok else 'FAILED'} {time.time() - t0:.1f} s", flush=True)
+            if cuda and ok: outs[c['id']] = buf.getvalue()
             if save: save(outs)
     finally: os.chdir(cwd)
     return outs, failed
