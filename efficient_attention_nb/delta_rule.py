@@ -147,14 +147,29 @@ def _scan_states(m, bias, state):
     return torch.stack(states, 1).view(b, h, N, d, e), state.view(b, h, d, e)
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-scan
-_SCANS: dict[str, Callable] = {}       # backend name → the recurrence over chunks, registered by `kernels`
+_CHUNKS: dict[str, Callable] = {}      # backend → the work inside the chunks, eqs. (2)-(4), registered by `kernels`
+_SCANS: dict[str, Callable] = {}       # backend → the recurrence over chunks, eq. (4), registered by `kernels`
 _DELTA_BACKENDS = ('auto', 'torch', 'triton')
+
+def _registered(kernels:dict, backend:str) -> Callable|None:
+    "The kernel that `backend` asks for (None: this chapter's code); 'triton' forced but not registered raises."
+    kernel = None if backend == 'torch' else kernels.get('triton')
+    if kernel is None and backend == 'triton':
+        raise ValueError("backend='triton' is not registered: import efficient_attention_nb.kernels (needs triton)")
+    return kernel
+
+def _chunk_parts(q, k, v, beta, gam, c:int, cdt:torch.dtype, backend:str):
+    "Eqs. (2)-(4) for every chunk: P Ũ, Q̂, M and B, by a registered kernel that accepts the tensors, else torch."
+    kernel = _registered(_CHUNKS, backend)
+    out = None if kernel is None else kernel(q, k, v, beta, gam, c, forced=backend == 'triton')   # None: declined
+    if out is not None: return out
+    q, k, v = (_in_chunks(t.to(cdt), c) for t in (q, k, v))
+    w, u, decay = _ut_transform(k, v, beta, gam)                                      # (2)
+    return (*_chunk_outputs(q, k, gam, w, u, decay), *_chunk_transitions(k, gam, w, u))   # (3), (4)
 
 def _run_scan(m, bias, state, backend:str):
     "Eq. (4) over the chunks by `backend`: 'auto' takes a registered kernel that accepts the tensors, else the loop."
-    kernel = None if backend == 'torch' else _SCANS.get('triton')
-    if kernel is None and backend == 'triton':
-        raise ValueError("backend='triton' is not registered: import efficient_attention_nb.kernels (needs triton)")
+    kernel = _registered(_SCANS, backend)
     out = None if kernel is None else kernel(m, bias, state, forced=backend == 'triton')   # None: declined
     return _scan_states(m, bias, state) if out is None else out
 
@@ -169,7 +184,7 @@ def delta_rule_attention(q:torch.Tensor, # queries (b, h, n, d)
                          initial_state:torch.Tensor|None=None, # state before the first token (b, h, d, e); None = 0
                          return_state:bool=False, # also return the state after the last token
                          check_bounds:bool=True, # refuse β ∉ [0, 2], ‖k‖ > 1, g > 0 (`_check_bounds`); False: skip
-                         backend:str='auto', # chunk recurrence: 'auto', 'torch' (a loop) or 'triton' (one kernel)
+                         backend:str='auto', # 'auto', 'torch' (the code here) or 'triton' (the Triton kernels)
                         ): # outputs (b, h, n, e) in v's dtype; with return_state, (outputs, final state (b, h, d, e))
     "The (gated) delta rule by chunks (Yang et al. 2024). Legend: b batch, h heads, n positions, d/e key/value width."
     s = _check_delta(q, k, v, beta, g, initial_state)
@@ -179,12 +194,11 @@ def delta_rule_attention(q:torch.Tensor, # queries (b, h, n, d)
     N = max(1, -(-n // chunk_size)); c = -(-max(n, 1) // N)                          # N chunks of c ≤ chunk_size
     cdt, out_dtype = _compute_dtype(q, k, v, beta, g, initial_state), v.dtype
     with full_precision(q.device):
-        q, k, v, beta = (_in_chunks(t.to(cdt), c) for t in (q, k, v, beta))
+        beta = _in_chunks(beta.to(cdt), c)
         gam = None if g is None else _in_chunks(g.to(cdt), c).cumsum(-1)           # γ_i = Σ_{j≤i} g_j; None: Γ = 1
-        w, u, decay = _ut_transform(k, v, beta, gam)                                  # (2)
-        o_local, q_hat = _chunk_outputs(q, k, gam, w, u, decay)                       # (3)
-        state = (q.new_zeros(b, h, d, e) if initial_state is None else initial_state.to(cdt))
-        entering, state = _run_scan(*_chunk_transitions(k, gam, w, u), state, backend)  # (4)
+        o_local, q_hat, m, bias = _chunk_parts(q, k, v, beta, gam, c, cdt, backend)  # (2), (3), (4)
+        state = (q.new_zeros(b, h, d, e, dtype=cdt) if initial_state is None else initial_state.to(cdt))
+        entering, state = _run_scan(m, bias, state, backend)                         # the recurrence (4)
         out = _addmm(o_local, q_hat, entering)                                        # P Ũ + Q̂ S_0, every chunk
         out = rearrange(out, 'b h N c e -> b h (N c) e')[:, :, :n].to(out_dtype)
     return (out, state) if return_state else out
