@@ -805,8 +805,11 @@ def _triton_scan(m, bias, state, *, forced:bool):
     if not _takes(_triton_unfit(m, m, bias) or wide or _old_gpu(m.device), forced, m.device): return None
     return _scan_fwd_op(*(t.contiguous() for t in (m, bias, state)))
 
+_CHUNKS_IN_AUTO = False      # not yet compiled on a GPU: 'auto' leaves the chunk work to PyTorch until measured
+
 def _triton_chunks(q, k, v, beta, gam, c:int, *, forced:bool):
     "Eqs. (2)-(4) of every chunk by the Triton kernels, (P Ũ, Q̂, M, B); None where 'auto' should run PyTorch's."
+    if not (forced or _CHUNKS_IN_AUTO): return None
     d, e = q.shape[-1], v.shape[-1]
     why = (_triton_unfit(q, k, v) or _old_gpu(q.device)
            or (beta.dtype != torch.float32 and f'it computes in float32, got {beta.dtype} (a float64 input)')
