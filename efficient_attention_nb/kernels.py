@@ -629,20 +629,23 @@ def _dr_decays(gam, ri, c, GATE: tl.constexpr):
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dc-inv
 @_jit
-def _unit_lower_inverse(A, ri, c):
-    "T = (I + A)⁻¹ for a strictly lower triangular A, row after row: T_i = e_i − Σ_{j<i} A_ij T_j."
-    T = tl.where(ri[:, None] == ri[None, :], 1., 0.)
-    for i in range(1, c):
-        a_i = tl.sum(tl.where(ri[:, None] == i, A, 0.), 0)                       # row i of A (zero from i on)
-        T = tl.where(ri[:, None] == i, T - tl.sum(a_i[:, None] * T, 0)[None, :], T)
+def _unit_lower_inverse(A, ri, C: tl.constexpr, PREC: tl.constexpr):
+    "T = (I + A)⁻¹ for a strictly lower triangular (C, C) tile A, by doubling blocks: T_2s = T_s − T_s E_s T_s."
+    T = tl.where(ri[:, None] == ri[None, :], 1., 0.)                               # T_1 = I
+    s = 1
+    while s < C:
+        in_2s = (ri[:, None] // (2 * s)) == (ri[None, :] // (2 * s))
+        E = tl.where(in_2s & ((ri[:, None] // s) != (ri[None, :] // s)), A, 0.)   # E_s: in a 2s block, not an s block
+        T = T - tl.dot(tl.dot(T, E, input_precision=PREC), T, input_precision=PREC)
+        s = s * 2
     return T
 
 @_jit
-def _dr_ut(k, v, beta, D, Gam, ri, c, PREC: tl.constexpr):
+def _dr_ut(k, v, beta, D, Gam, ri, C: tl.constexpr, PREC: tl.constexpr):
     "Eq. (2) in one chunk: K Kᵀ, T = (I + A)⁻¹, W = T diag(βΓ) K and Ũ = T diag(β) V."
     kk = tl.dot(k, tl.trans(k), input_precision=PREC)
     A = tl.where(ri[:, None] > ri[None, :], beta[:, None] * kk * D, 0.)
-    T = _unit_lower_inverse(A, ri, c)
+    T = _unit_lower_inverse(A, ri, C, PREC)
     w = tl.dot(T, (beta * Gam)[:, None] * k.to(tl.float32), input_precision=PREC)
     u = tl.dot(T, beta[:, None] * v.to(tl.float32), input_precision=PREC)
     return kk, T, w, u
@@ -656,7 +659,7 @@ def _dr_chunk_fwd_kernel(Q, K, V, BETA, GAM, O, QH, MM, BB, c, d, e, C: tl.const
     ri, rd, re = tl.arange(0, C), tl.arange(0, BD), tl.arange(0, BE)
     q, k, v, beta, gam = _dr_load(Q, K, V, BETA, GAM, at, ri, rd, re, c, d, e, GATE)
     D, Gam, lam, Gc = _dr_decays(gam, ri, c, GATE)
-    kk, T, w, u = _dr_ut(k, v, beta, D, Gam, ri, c, PREC)                          # (2)
+    kk, T, w, u = _dr_ut(k, v, beta, D, Gam, ri, C, PREC)                          # (2)
     P = tl.dot(q, tl.trans(k), input_precision=PREC) * D                          # P = QKᵀ ⊙ D
     rows, rc = at * c + ri, ri < c
     tl.store(O + rows[:, None] * e + re[None, :], tl.dot(P, u, input_precision=PREC),
@@ -726,7 +729,7 @@ def _dr_chunk_bwd_kernel(Q, K, V, BETA, GAM, DO, DQH, DMM, DBB, DQ, DK, DV, DBET
     ri, rd, re = tl.arange(0, C), tl.arange(0, BD), tl.arange(0, BE)
     q, k, v, beta, gam = _dr_load(Q, K, V, BETA, GAM, at, ri, rd, re, c, d, e, GATE)
     D, Gam, lam, Gc = _dr_decays(gam, ri, c, GATE)
-    kk, T, w, u = _dr_ut(k, v, beta, D, Gam, ri, c, PREC)                          # recomputed, not stored
+    kk, T, w, u = _dr_ut(k, v, beta, D, Gam, ri, C, PREC)                          # recomputed, not stored
     q, k, v = q.to(tl.float32), k.to(tl.float32), v.to(tl.float32)
     P, kt = tl.dot(q, tl.trans(k), input_precision=PREC) * D, lam[:, None] * k
     rows, rc = at * c + ri, ri < c
