@@ -605,6 +605,14 @@ torch.library.register_autograd('efficient_attention_nb::delta_scan_fwd', _scan_
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dc-load
 @_jit
+def _mm(a, b, PREC: tl.constexpr):
+    "a @ b accumulated in float32: operands cast to bfloat16 or float16 if PREC names one, else float32 at PREC."
+    if PREC == 'bf16': ab = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    elif PREC == 'fp16': ab = tl.dot(a.to(tl.float16), b.to(tl.float16))
+    else: ab = tl.dot(a, b, input_precision=PREC)
+    return ab
+
+@_jit
 def _dr_load(Q, K, V, BETA, GAM, at, ri, rd, re, c, d, e, GATE: tl.constexpr):
     "Chunk `at` of the (b, h, N, c, ·) tensors: q, k (C, BD), v (C, BE), β and γ (C); zeros past c, d and e."
     rows, rc = at * c + ri, ri < c
@@ -624,30 +632,31 @@ def _dr_decays(gam, ri, c, GATE: tl.constexpr):
     if GATE:
         g_c = tl.sum(tl.where(ri == c - 1, gam, 0.), 0)                           # γ at the chunk's last row
         D = tl.where(lower, tl.exp(tl.where(lower, gam[:, None] - gam[None, :], 0.)), 0.)
-        return D, tl.exp(gam), tl.where(rc, tl.exp(g_c - gam), 0.), tl.exp(g_c)
-    return tl.where(lower, 1., 0.), tl.where(rc, 1., 1.), tl.where(rc, 1., 0.), 1.
+        Gam, lam, Gc = tl.exp(gam), tl.where(rc, tl.exp(g_c - gam), 0.), tl.exp(g_c)
+    else: D, Gam, lam, Gc = tl.where(lower, 1., 0.), tl.where(rc, 1., 1.), tl.where(rc, 1., 0.), 1.
+    return D, Gam, lam, Gc
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dc-inv
 @_jit
 def _unit_lower_inverse(A, ri, C: tl.constexpr, PREC: tl.constexpr):
     "T = (I + A)⁻¹ for a strictly lower triangular (C, C) tile A, by doubling blocks: T_2s = T_s − T_s E_s T_s."
     T = tl.where(ri[:, None] == ri[None, :], 1., 0.)                               # T_1 = I
-    s = 1
-    while s < C:
-        in_2s = (ri[:, None] // (2 * s)) == (ri[None, :] // (2 * s))
-        E = tl.where(in_2s & ((ri[:, None] // s) != (ri[None, :] // s)), A, 0.)   # E_s: in a 2s block, not an s block
-        T = T - tl.dot(tl.dot(T, E, input_precision=PREC), T, input_precision=PREC)
-        s = s * 2
+    for level in range(7):                                                         # s = 1, 2, 4, …, up to C/2 ≤ 64
+        s = 1 << level
+        if s < C:
+            in_2s = (ri[:, None] // (2 * s)) == (ri[None, :] // (2 * s))
+            E = tl.where(in_2s & ((ri[:, None] // s) != (ri[None, :] // s)), A, 0.)   # E_s: a 2s block, not an s one
+            T = T - _mm(_mm(T, E, PREC), T, PREC)
     return T
 
 @_jit
 def _dr_ut(k, v, beta, D, Gam, ri, C: tl.constexpr, PREC: tl.constexpr):
     "Eq. (2) in one chunk: K Kᵀ, T = (I + A)⁻¹, W = T diag(βΓ) K and Ũ = T diag(β) V."
-    kk = tl.dot(k, tl.trans(k), input_precision=PREC)
+    kk = _mm(k, tl.trans(k), PREC)
     A = tl.where(ri[:, None] > ri[None, :], beta[:, None] * kk * D, 0.)
-    T = _unit_lower_inverse(A, ri, C, PREC)
-    w = tl.dot(T, (beta * Gam)[:, None] * k.to(tl.float32), input_precision=PREC)
-    u = tl.dot(T, beta[:, None] * v.to(tl.float32), input_precision=PREC)
+    T = _unit_lower_inverse(A, ri, C, 'tf32x3')                                    # T in float32's precision
+    w = _mm(T, (beta * Gam)[:, None] * k.to(tl.float32), PREC)
+    u = _mm(T, beta[:, None] * v.to(tl.float32), PREC)
     return kk, T, w, u
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dc-fwd
@@ -660,16 +669,16 @@ def _dr_chunk_fwd_kernel(Q, K, V, BETA, GAM, O, QH, MM, BB, c, d, e, C: tl.const
     q, k, v, beta, gam = _dr_load(Q, K, V, BETA, GAM, at, ri, rd, re, c, d, e, GATE)
     D, Gam, lam, Gc = _dr_decays(gam, ri, c, GATE)
     kk, T, w, u = _dr_ut(k, v, beta, D, Gam, ri, C, PREC)                          # (2)
-    P = tl.dot(q, tl.trans(k), input_precision=PREC) * D                          # P = QKᵀ ⊙ D
+    P = _mm(q, tl.trans(k), PREC) * D                          # P = QKᵀ ⊙ D
     rows, rc = at * c + ri, ri < c
-    tl.store(O + rows[:, None] * e + re[None, :], tl.dot(P, u, input_precision=PREC),
+    tl.store(O + rows[:, None] * e + re[None, :], _mm(P, u, PREC),
              mask=rc[:, None] & (re < e)[None, :])                                 # (3): P Ũ
-    qh = Gam[:, None] * q.to(tl.float32) - tl.dot(P, w, input_precision=PREC)    # Q̂ = diag(Γ) Q − P W
+    qh = Gam[:, None] * q.to(tl.float32) - _mm(P, w, PREC)    # Q̂ = diag(Γ) Q − P W
     tl.store(QH + rows[:, None] * d + rd[None, :], qh, mask=rc[:, None] & (rd < d)[None, :])
     kt = lam[:, None] * k.to(tl.float32)                                           # K̃ = diag(Γ_c/Γ_j) K
-    m = tl.where(rd[:, None] == rd[None, :], Gc, 0.) - tl.dot(tl.trans(kt), w, input_precision=PREC)
+    m = tl.where(rd[:, None] == rd[None, :], Gc, 0.) - _mm(tl.trans(kt), w, PREC)
     tl.store(MM + at * d * d + rd[:, None] * d + rd[None, :], m, mask=(rd[:, None] < d) & (rd[None, :] < d))
-    tl.store(BB + at * d * e + rd[:, None] * e + re[None, :], tl.dot(tl.trans(kt), u, input_precision=PREC),
+    tl.store(BB + at * d * e + rd[:, None] * e + re[None, :], _mm(tl.trans(kt), u, PREC),
              mask=(rd[:, None] < d) & (re[None, :] < e))                           # (4): M = Γ_c I − K̃ᵀW, B = K̃ᵀŨ
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dc-launch
@@ -679,14 +688,18 @@ def _dr_chunk_outs(q, v, make:Callable=torch.empty) -> list[torch.Tensor]:
     e = v.shape[-1]
     return [make(*bhn, *s, dtype=torch.float32, device=q.device) for s in ((c, e), (c, d), (d, d), (d, e))]
 
+def _dr_prec(dtype:torch.dtype) -> str:
+    "The products' precision for inputs of `dtype`: their own 16-bit type, or float32's error by tf32x3 for float32."
+    return {torch.bfloat16: 'bf16', torch.float16: 'fp16'}.get(dtype, _SCAN_PREC)
+
 def _dr_cfg(c:int, d:int, e:int, prec:str) -> dict:
     "Tile sizes (the chunk and the whole of d and e), product precision and warps of the chunk kernels."
-    return dict(C=_blk(c), BD=_blk(d), BE=_blk(e), PREC=prec, num_warps=4)
+    return dict(C=_blk(c), BD=_blk(d), BE=_blk(e), PREC=prec, num_warps=8)
 
-def _dr_chunk_fwd_launch(q, k, v, beta, gam, prec:str=_SCAN_PREC):
+def _dr_chunk_fwd_launch(q, k, v, beta, gam, prec:str|None=None):
     "P Ũ, Q̂, M and B of every chunk, by the forward kernel on a grid of N × b·h programs."
     *_, N, c, d = q.shape
-    outs = _dr_chunk_outs(q, v)
+    outs, prec = _dr_chunk_outs(q, v), prec or _dr_prec(q.dtype)
     with _device_of(q):
         _dr_chunk_fwd_kernel[(N, q.shape[0] * q.shape[1])](q, k, v, beta, default(gam, beta), *outs, c, d,
                                                            v.shape[-1], GATE=gam is not None,
@@ -697,21 +710,21 @@ def _dr_chunk_fwd_launch(q, k, v, beta, gam, prec:str=_SCAN_PREC):
 @_jit
 def _dr_bwd_products(P, u, w, kt, do, dqh, dm, db, PREC: tl.constexpr):
     "Through eqs. (3)-(4): ∂Ũ, ∂W, ∂P and ∂K̃ from ∂(P Ũ), ∂Q̂, ∂M and ∂B."
-    du = tl.dot(tl.trans(P), do, input_precision=PREC) + tl.dot(kt, db, input_precision=PREC)
-    dw = -tl.dot(tl.trans(P), dqh, input_precision=PREC) - tl.dot(kt, dm, input_precision=PREC)
-    dP = tl.dot(do, tl.trans(u), input_precision=PREC) - tl.dot(dqh, tl.trans(w), input_precision=PREC)
-    dkt = tl.dot(u, tl.trans(db), input_precision=PREC) - tl.dot(w, tl.trans(dm), input_precision=PREC)
+    du = _mm(tl.trans(P), do, PREC) + _mm(kt, db, PREC)
+    dw = -_mm(tl.trans(P), dqh, PREC) - _mm(kt, dm, PREC)
+    dP = _mm(do, tl.trans(u), PREC) - _mm(dqh, tl.trans(w), PREC)
+    dkt = _mm(u, tl.trans(db), PREC) - _mm(w, tl.trans(dm), PREC)
     return du, dw, dP, dkt
 
 @_jit
 def _dr_bwd_solve(T, w, u, k, v, kk, beta, Gam, D, dw, du, ri, PREC: tl.constexpr):
     "Through eq. (2): ∂R = Tᵀ∂X, ∂A = −∂R Xᵀ; the parts of ∂K, ∂V, ∂β from R and A, k·∂R_W and ∂A ⊙ A."
-    drw, dru = tl.dot(tl.trans(T), dw, input_precision=PREC), tl.dot(tl.trans(T), du, input_precision=PREC)
-    dA = -tl.dot(drw, tl.trans(w), input_precision=PREC) - tl.dot(dru, tl.trans(u), input_precision=PREC)
+    drw, dru = _mm(tl.trans(T), dw, PREC), _mm(tl.trans(T), du, PREC)
+    dA = -_mm(drw, tl.trans(w), PREC) - _mm(dru, tl.trans(u), PREC)
     G = tl.where(ri[:, None] > ri[None, :], dA, 0.) * D                           # ∂ of β_i k_i·k_j, j < i
     kdrw = tl.sum(k * drw, 1)
-    dk = ((beta * Gam)[:, None] * drw + beta[:, None] * tl.dot(G, k, input_precision=PREC)
-          + tl.dot(tl.trans(G), beta[:, None] * k, input_precision=PREC))
+    dk = ((beta * Gam)[:, None] * drw + beta[:, None] * _mm(G, k, PREC)
+          + _mm(tl.trans(G), beta[:, None] * k, PREC))
     dbeta = Gam * kdrw + tl.sum(v * dru, 1) + tl.sum(G * kk, 1)
     return dk, beta[:, None] * dru, dbeta, kdrw, G * beta[:, None] * kk
 
@@ -731,7 +744,7 @@ def _dr_chunk_bwd_kernel(Q, K, V, BETA, GAM, DO, DQH, DMM, DBB, DQ, DK, DV, DBET
     D, Gam, lam, Gc = _dr_decays(gam, ri, c, GATE)
     kk, T, w, u = _dr_ut(k, v, beta, D, Gam, ri, C, PREC)                          # recomputed, not stored
     q, k, v = q.to(tl.float32), k.to(tl.float32), v.to(tl.float32)
-    P, kt = tl.dot(q, tl.trans(k), input_precision=PREC) * D, lam[:, None] * k
+    P, kt = _mm(q, tl.trans(k), PREC) * D, lam[:, None] * k
     rows, rc = at * c + ri, ri < c
     md, me, dd, de = (rc[:, None] & (rd < d)[None, :], rc[:, None] & (re < e)[None, :],
                       (rd[:, None] < d) & (rd[None, :] < d), (rd[:, None] < d) & (re[None, :] < e))
@@ -741,8 +754,8 @@ def _dr_chunk_bwd_kernel(Q, K, V, BETA, GAM, DO, DQH, DMM, DBB, DQ, DK, DV, DBET
     db = tl.load(DBB + at * d * e + rd[:, None] * e + re[None, :], mask=de, other=0.)
     du, dw, dP, dkt = _dr_bwd_products(P, u, w, kt, do, dqh, dm, db, PREC)
     dk, dv, dbeta, kdrw, EA = _dr_bwd_solve(T, w, u, k, v, kk, beta, Gam, D, dw, du, ri, PREC)
-    dk += tl.dot(tl.trans(dP * D), q, input_precision=PREC) + lam[:, None] * dkt
-    tl.store(DQ + rows[:, None] * d + rd[None, :], Gam[:, None] * dqh + tl.dot(dP * D, k, input_precision=PREC),
+    dk += _mm(tl.trans(dP * D), q, PREC) + lam[:, None] * dkt
+    tl.store(DQ + rows[:, None] * d + rd[None, :], Gam[:, None] * dqh + _mm(dP * D, k, PREC),
              mask=md)
     tl.store(DK + rows[:, None] * d + rd[None, :], dk, mask=md)
     tl.store(DV + rows[:, None] * e + re[None, :], dv, mask=me)
@@ -754,18 +767,20 @@ def _dr_chunk_bwd_kernel(Q, K, V, BETA, GAM, DO, DQH, DMM, DBB, DQ, DK, DV, DBET
                 + Gam * (tl.sum(q * dqh, 1) + beta * kdrw))                        # D in P and A, λ_j, Γ in Q̂ and R_W
         tl.store(DGAM + rows, dgam + tl.where(ri == c - 1, tl.sum(dlam, 0) + Gc * trace, 0.), mask=rc)
 
-# %% ../nbs/06b_hardware.ipynb #06bhardware-dc-op
-def _dr_chunk_bwd_launch(q, k, v, beta, gam, do, dqh, dm, db, prec:str=_SCAN_PREC):
+# %% ../nbs/06b_hardware.ipynb #06bhardware-dc-bwd-launch
+def _dr_chunk_bwd_launch(q, k, v, beta, gam, do, dqh, dm, db, prec:str|None=None):
     "∂q, ∂k, ∂v (float32), ∂β and ∂γ (zeros without a gate) of every chunk, by the backward kernel."
     *_, N, c, d = q.shape
     grads = [torch.empty(t.shape, dtype=torch.float32, device=t.device) for t in (q, k, v, beta)]
     grads.append(torch.zeros_like(beta))
+    prec = prec or _dr_prec(q.dtype)
     with _device_of(q):
         _dr_chunk_bwd_kernel[(N, q.shape[0] * q.shape[1])](q, k, v, beta, default(gam, beta), do, dqh, dm, db,
                                                            *grads, c, d, v.shape[-1], GATE=gam is not None,
                                                            **_dr_cfg(c, d, v.shape[-1], prec))
     return grads
 
+# %% ../nbs/06b_hardware.ipynb #06bhardware-dc-op
 @torch.library.custom_op('efficient_attention_nb::delta_chunk_fwd', mutates_args=(),
                          schema='(Tensor q, Tensor k, Tensor v, Tensor beta, Tensor? gam) '
                                 '-> (Tensor, Tensor, Tensor, Tensor)')
@@ -796,8 +811,9 @@ torch.library.register_autograd('efficient_attention_nb::delta_chunk_fwd', _dr_c
                                 setup_context=_dr_chunk_setup)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dr-plug
-def _old_gpu(device:torch.device) -> str|bool:
-    "Why an eager call on a GPU before compute capability 8.0 should not take the tf32x3 kernels; False if none."
+def _no_tf32x3(device:torch.device) -> str|bool:
+    "Why this GPU should not run the tf32x3 products (a ROCm build; compute capability below 8.0); False if fine."
+    if device.type == 'cuda' and torch.version.hip: return 'its tf32x3 products are NVIDIA-only (a ROCm build)'
     eager_cuda = device.type == 'cuda' and not torch.compiler.is_compiling()     # a cached query, outside traces
     cc = torch.cuda.get_device_capability(device) if eager_cuda else (8, 0)
     return cc < (8, 0) and f'its tf32x3 products need TF32 tensor cores (compute capability 8.0+), got {cc}'
@@ -805,16 +821,16 @@ def _old_gpu(device:torch.device) -> str|bool:
 def _triton_scan(m, bias, state, *, forced:bool):
     "The delta rule's recurrence over chunks by the Triton kernels; None where `backend='auto'` should run the loop."
     wide = m.shape[-1] > 64 and f'the scan keeps M_t on chip: keys up to 64 wide, got d={m.shape[-1]}'
-    if not _takes(_triton_unfit(m, m, bias) or wide or _old_gpu(m.device), forced, m.device): return None
+    if not _takes(_triton_unfit(m, m, bias) or wide or _no_tf32x3(m.device), forced, m.device): return None
     return _scan_fwd_op(*(t.contiguous() for t in (m, bias, state)))
 
 _CHUNKS_IN_AUTO = False      # not yet compiled on a GPU: 'auto' leaves the chunk work to PyTorch until measured
 
 def _triton_chunks(q, k, v, beta, gam, c:int, *, forced:bool):
-    "Eqs. (2)-(4) of every chunk by the Triton kernels, (P Ũ, Q̂, M, B); None where 'auto' should run PyTorch's."
+    "Eqs. (2)-(4) by the Triton kernels: q, k, v (b, h, n, ·), β and cumulative γ in chunks; None: PyTorch's code."
     if not (forced or _CHUNKS_IN_AUTO): return None
     d, e = q.shape[-1], v.shape[-1]
-    why = (_triton_unfit(q, k, v) or _old_gpu(q.device)
+    why = (_triton_unfit(q, k, v) or _no_tf32x3(q.device)
            or (beta.dtype != torch.float32 and f'it computes in float32, got {beta.dtype} (a float64 input)')
            or (max(d, e) > 64 and f'a chunk is held in registers: keys and values up to 64 wide, got d={d}, e={e}')
            or (c > 64 and f'a chunk is held in registers: chunks up to 64 long, got {c} (chunk_size)'))
