@@ -613,13 +613,21 @@ def _mm(a, b, PREC: tl.constexpr):
     return ab
 
 @_jit
+def _rows_load(X, rows, keep, r, x):
+    "Rows `rows` (where `keep`) and columns r (< x) of a row-major matrix with x columns; zeros elsewhere."
+    return tl.load(X + rows[:, None] * x + r[None, :], mask=keep[:, None] & (r < x)[None, :], other=0.)
+
+@_jit
+def _rows_store(X, y, rows, keep, r, x):
+    "Store y into rows `rows` (where `keep`) and columns r (< x) of a row-major matrix with x columns."
+    tl.store(X + rows[:, None] * x + r[None, :], y, mask=keep[:, None] & (r < x)[None, :])
+
+@_jit
 def _dr_load(Q, K, V, BETA, GAM, at, ri, rd, re, c, d, e, GATE: tl.constexpr):
     "Chunk `at` of the (b, h, N, c, ·) tensors: q, k (C, BD), v (C, BE), β and γ (C); zeros past c, d and e."
     rows, rc = at * c + ri, ri < c
-    md, me = rc[:, None] & (rd < d)[None, :], rc[:, None] & (re < e)[None, :]
-    q = tl.load(Q + rows[:, None] * d + rd[None, :], mask=md, other=0.)
-    k = tl.load(K + rows[:, None] * d + rd[None, :], mask=md, other=0.)
-    v = tl.load(V + rows[:, None] * e + re[None, :], mask=me, other=0.)
+    q, k = _rows_load(Q, rows, rc, rd, d), _rows_load(K, rows, rc, rd, d)
+    v = _rows_load(V, rows, rc, re, e)
     beta = tl.load(BETA + rows, mask=rc, other=0.)
     gam = tl.load(GAM + rows, mask=rc, other=0.) if GATE else tl.zeros_like(beta)
     return q, k, v, beta, gam
@@ -670,16 +678,13 @@ def _dr_chunk_fwd_kernel(Q, K, V, BETA, GAM, O, QH, MM, BB, c, d, e, C: tl.const
     D, Gam, lam, Gc = _dr_decays(gam, ri, c, GATE)
     kk, T, w, u = _dr_ut(k, v, beta, D, Gam, ri, C, PREC)                          # (2)
     P = _mm(q, tl.trans(k), PREC) * D                          # P = QKᵀ ⊙ D
-    rows, rc = at * c + ri, ri < c
-    tl.store(O + rows[:, None] * e + re[None, :], _mm(P, u, PREC),
-             mask=rc[:, None] & (re < e)[None, :])                                 # (3): P Ũ
-    qh = Gam[:, None] * q.to(tl.float32) - _mm(P, w, PREC)    # Q̂ = diag(Γ) Q − P W
-    tl.store(QH + rows[:, None] * d + rd[None, :], qh, mask=rc[:, None] & (rd < d)[None, :])
+    rows, rc, mrows = at * c + ri, ri < c, at * d + rd                             # chunk rows; rows of M_t, B_t
+    _rows_store(O, _mm(P, u, PREC), rows, rc, re, e)                               # (3): P Ũ
+    _rows_store(QH, Gam[:, None] * q.to(tl.float32) - _mm(P, w, PREC), rows, rc, rd, d)   # Q̂ = diag(Γ) Q − P W
     kt = lam[:, None] * k.to(tl.float32)                                           # K̃ = diag(Γ_c/Γ_j) K
-    m = tl.where(rd[:, None] == rd[None, :], Gc, 0.) - _mm(tl.trans(kt), w, PREC)
-    tl.store(MM + at * d * d + rd[:, None] * d + rd[None, :], m, mask=(rd[:, None] < d) & (rd[None, :] < d))
-    tl.store(BB + at * d * e + rd[:, None] * e + re[None, :], _mm(tl.trans(kt), u, PREC),
-             mask=(rd[:, None] < d) & (re[None, :] < e))                           # (4): M = Γ_c I − K̃ᵀW, B = K̃ᵀŨ
+    m = tl.where(rd[:, None] == rd[None, :], Gc, 0.) - _mm(tl.trans(kt), w, PREC)  # (4): M = Γ_c I − K̃ᵀW
+    _rows_store(MM, m, mrows, rd < d, rd, d)
+    _rows_store(BB, _mm(tl.trans(kt), u, PREC), mrows, rd < d, re, e)             # B = K̃ᵀŨ
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dc-launch
 def _dr_chunk_outs(q, v, make:Callable=torch.empty) -> list[torch.Tensor]:
@@ -688,22 +693,22 @@ def _dr_chunk_outs(q, v, make:Callable=torch.empty) -> list[torch.Tensor]:
     e = v.shape[-1]
     return [make(*bhn, *s, dtype=torch.float32, device=q.device) for s in ((c, e), (c, d), (d, d), (d, e))]
 
-def _dr_prec(dtype:torch.dtype) -> str:
-    "The products' precision for inputs of `dtype`: their own 16-bit type, or float32's error by tf32x3 for float32."
-    return {torch.bfloat16: 'bf16', torch.float16: 'fp16'}.get(dtype, _SCAN_PREC)
-
-def _dr_cfg(c:int, d:int, e:int, prec:str) -> dict:
-    "Tile sizes (the chunk and the whole of d and e), product precision and warps of the chunk kernels."
+def _dr_cfg(c:int, d:int, e:int, dtype:torch.dtype) -> dict:
+    "Tiles (the chunk, the whole of d and e), warps, and the products' precision: 16-bit inputs' own, else tf32x3."
+    prec = {torch.bfloat16: 'bf16', torch.float16: 'fp16'}.get(dtype, _SCAN_PREC)
     return dict(C=_blk(c), BD=_blk(d), BE=_blk(e), PREC=prec, num_warps=8)
 
-def _dr_chunk_fwd_launch(q, k, v, beta, gam, prec:str|None=None):
-    "P Ũ, Q̂, M and B of every chunk, by the forward kernel on a grid of N × b·h programs."
+def _dr_launch(kernel, q, k, v, beta, gam, *tensors):
+    "Run a chunk kernel on N × b·h programs: (q, k, v, β, γ, *tensors, c, d, e); without a gate β stands in for γ."
     *_, N, c, d = q.shape
-    outs, prec = _dr_chunk_outs(q, v), prec or _dr_prec(q.dtype)
     with _device_of(q):
-        _dr_chunk_fwd_kernel[(N, q.shape[0] * q.shape[1])](q, k, v, beta, default(gam, beta), *outs, c, d,
-                                                           v.shape[-1], GATE=gam is not None,
-                                                           **_dr_cfg(c, d, v.shape[-1], prec))
+        kernel[(N, q.shape[0] * q.shape[1])](q, k, v, beta, default(gam, beta), *tensors, c, d, v.shape[-1],
+                                             GATE=gam is not None, **_dr_cfg(c, d, v.shape[-1], q.dtype))
+
+def _dr_chunk_fwd_launch(q, k, v, beta, gam):
+    "P Ũ, Q̂, M and B of every chunk, by the forward kernel."
+    outs = _dr_chunk_outs(q, v)
+    _dr_launch(_dr_chunk_fwd_kernel, q, k, v, beta, gam, *outs)
     return outs
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dc-bwdparts
@@ -745,20 +750,15 @@ def _dr_chunk_bwd_kernel(Q, K, V, BETA, GAM, DO, DQH, DMM, DBB, DQ, DK, DV, DBET
     kk, T, w, u = _dr_ut(k, v, beta, D, Gam, ri, C, PREC)                          # recomputed, not stored
     q, k, v = q.to(tl.float32), k.to(tl.float32), v.to(tl.float32)
     P, kt = _mm(q, tl.trans(k), PREC) * D, lam[:, None] * k
-    rows, rc = at * c + ri, ri < c
-    md, me, dd, de = (rc[:, None] & (rd < d)[None, :], rc[:, None] & (re < e)[None, :],
-                      (rd[:, None] < d) & (rd[None, :] < d), (rd[:, None] < d) & (re[None, :] < e))
-    do = tl.load(DO + rows[:, None] * e + re[None, :], mask=me, other=0.)
-    dqh = tl.load(DQH + rows[:, None] * d + rd[None, :], mask=md, other=0.)
-    dm = tl.load(DMM + at * d * d + rd[:, None] * d + rd[None, :], mask=dd, other=0.)
-    db = tl.load(DBB + at * d * e + rd[:, None] * e + re[None, :], mask=de, other=0.)
-    du, dw, dP, dkt = _dr_bwd_products(P, u, w, kt, do, dqh, dm, db, PREC)
+    rows, rc, mrows = at * c + ri, ri < c, at * d + rd                             # chunk rows; rows of M_t, B_t
+    dqh, dm = _rows_load(DQH, rows, rc, rd, d), _rows_load(DMM, mrows, rd < d, rd, d)
+    du, dw, dP, dkt = _dr_bwd_products(P, u, w, kt, _rows_load(DO, rows, rc, re, e), dqh, dm,
+                                       _rows_load(DBB, mrows, rd < d, re, e), PREC)
     dk, dv, dbeta, kdrw, EA = _dr_bwd_solve(T, w, u, k, v, kk, beta, Gam, D, dw, du, ri, PREC)
     dk += _mm(tl.trans(dP * D), q, PREC) + lam[:, None] * dkt
-    tl.store(DQ + rows[:, None] * d + rd[None, :], Gam[:, None] * dqh + _mm(dP * D, k, PREC),
-             mask=md)
-    tl.store(DK + rows[:, None] * d + rd[None, :], dk, mask=md)
-    tl.store(DV + rows[:, None] * e + re[None, :], dv, mask=me)
+    _rows_store(DQ, Gam[:, None] * dqh + _mm(dP * D, k, PREC), rows, rc, rd, d)
+    _rows_store(DK, dk, rows, rc, rd, d)
+    _rows_store(DV, dv, rows, rc, re, e)
     tl.store(DBETA + rows, dbeta, mask=rc)
     if GATE:
         dlam = lam * tl.sum(k * dkt, 1)                                            # through λ_j = Γ_c/Γ_j
@@ -768,16 +768,11 @@ def _dr_chunk_bwd_kernel(Q, K, V, BETA, GAM, DO, DQH, DMM, DBB, DQ, DK, DV, DBET
         tl.store(DGAM + rows, dgam + tl.where(ri == c - 1, tl.sum(dlam, 0) + Gc * trace, 0.), mask=rc)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dc-bwd-launch
-def _dr_chunk_bwd_launch(q, k, v, beta, gam, do, dqh, dm, db, prec:str|None=None):
+def _dr_chunk_bwd_launch(q, k, v, beta, gam, do, dqh, dm, db):
     "∂q, ∂k, ∂v (float32), ∂β and ∂γ (zeros without a gate) of every chunk, by the backward kernel."
-    *_, N, c, d = q.shape
     grads = [torch.empty(t.shape, dtype=torch.float32, device=t.device) for t in (q, k, v, beta)]
     grads.append(torch.zeros_like(beta))
-    prec = prec or _dr_prec(q.dtype)
-    with _device_of(q):
-        _dr_chunk_bwd_kernel[(N, q.shape[0] * q.shape[1])](q, k, v, beta, default(gam, beta), do, dqh, dm, db,
-                                                           *grads, c, d, v.shape[-1], GATE=gam is not None,
-                                                           **_dr_cfg(c, d, v.shape[-1], prec))
+    _dr_launch(_dr_chunk_bwd_kernel, q, k, v, beta, gam, do, dqh, dm, db, *grads)
     return grads
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dc-op
