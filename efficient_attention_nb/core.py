@@ -5,11 +5,14 @@
 # %% ../nbs/00_core.ipynb #00core-003
 from __future__ import annotations
 import contextlib, inspect, math
+from functools import partial
 from typing import Callable, Optional, Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+from torch.utils._pytree import tree_leaves, tree_map
 from fastcore.basics import patch
 
 # %% auto #0
@@ -227,10 +230,12 @@ def _holds(x:torch.Tensor, # the tensor whose values are checked
            cond:Callable, # x → a one-element bool tensor, True when the values are valid
            msg:str, # what must hold, for the assert inside a compiled graph
           ) -> bool:
-    """Whether `cond(x)` holds, read on the host once. Nothing to read on `meta` or with no elements (True). While
-    torch.compile traces, the check becomes a device-side assert inside the graph: no host read, no graph break."""
+    """Whether `cond(x)` holds: read on the host for CPU tensors. On an accelerator, and while torch.compile traces,
+    an assert queued on the device instead (True): no host read, no wait, no graph break. Nothing to check on `meta`
+    or with no elements (True)."""
     if x.device.type == 'meta' or x.numel() == 0: return True
     if torch.compiler.is_compiling(): torch._assert_async(cond(x), msg); return True
+    if x.device.type != 'cpu': torch._assert_async(cond(x)); return True                 # checked on the device
     return bool(cond(x))
 
 def check_token_ids(x, # the token ids
@@ -457,20 +462,30 @@ class ReversibleSequence(nn.Module):
                ) -> torch.Tensor: # (b, n, dim): (y1 + y2) / 2
         "Run the coupled blocks on `x1 = x2 = x` and return the mean of the two output halves."
         check_tensor(x, 'x')
-        xx = torch.cat([x, x], dim=-1)
-        if self.reversible and torch.is_grad_enabled():
+        if self.reversible and torch.is_grad_enabled() and not torch.compiler.is_compiling():
             params = [p for p in self.blocks.parameters() if p.requires_grad]
             kw_tensors = [v for v in kwargs.values() if isinstance(v, torch.Tensor) and v.requires_grad]
-            blocks = [tuple(b) for b in self.blocks]
-            xx = _ReversibleFunction.apply(xx, blocks, kwargs, len(params), *params, *kw_tensors)
-        else:
-            x1, x2 = xx.chunk(2, dim=-1)
-            for f, g in self.blocks:
-                x1 = x1 + f(x2, **kwargs)                                               # y1 = x1 + F(x2)
-                x2 = x2 + g(x1, **kwargs)                                               # y2 = x2 + G(y1)
-            xx = torch.cat([x1, x2], dim=-1)
-        y1, y2 = xx.chunk(2, dim=-1)
+            xx = _ReversibleFunction.apply(torch.cat([x, x], dim=-1), [tuple(b) for b in self.blocks], kwargs,
+                                           len(params), *params, *kw_tensors)
+            y1, y2 = xx.chunk(2, dim=-1)
+        else: y1, y2 = self._walk(x, kwargs)                                             # x1 = x2 = x, plain autograd
         return (y1 + y2) / 2
+
+# %% ../nbs/00_core.ipynb #00core-121d
+def _couple(f, g, x1, x2, kwargs:dict) -> tuple:
+    "One pair of the coupling: y1 = x1 + F(x2), y2 = x2 + G(y1)."
+    y1 = x1 + f(x2, **kwargs)                                                           # y1 = x1 + F(x2)
+    return y1, x2 + g(y1, **kwargs)                                                     # y2 = x2 + G(y1)
+
+@patch
+def _walk(self:ReversibleSequence, x, kwargs:dict) -> tuple:
+    "(y1, y2) of the coupling by ordinary autograd; a reversible stack being compiled checkpoints each pair."
+    x1 = x2 = x
+    recompute = self.reversible and torch.is_grad_enabled()                             # reached only while compiling
+    for f, g in self.blocks:
+        if recompute: x1, x2 = checkpoint(_couple, f, g, x1, x2, kwargs, use_reentrant=False)
+        else: x1, x2 = _couple(f, g, x1, x2, kwargs)
+    return x1, x2
 
 # %% ../nbs/00_core.ipynb #00core-123
 class TokenLM(nn.Module):
@@ -508,6 +523,12 @@ def _embed(self:TokenLM, x:torch.Tensor, start:int=0) -> torch.Tensor:
     "Embed ids (b, n) at positions start.. without checking them (the generation loop's path)."
     pos = self.pos_emb.weight[start:start + x.shape[1]]
     return self.project_in(self.token_emb(x) + pos)                                     # (b, n, dim)
+
+@patch
+def _embed_at(self:TokenLM, tokens:torch.Tensor, pos) -> torch.Tensor:
+    "Embed one id per row (b,) at position `pos`, an int or a 0-dim tensor (read on the device) → (b, dim)."
+    p = self.pos_emb.weight[pos] if isinstance(pos, int) else self.pos_emb(pos)
+    return self.project_in(self.token_emb(tokens) + p)
 
 @patch
 def embed(self:TokenLM, x:torch.Tensor, # token ids (b, n)
@@ -569,12 +590,18 @@ def _generate_windowed(lm, prompt, max_new_tokens, sample, kwargs) -> list:
         ids = torch.cat([ids, tok[:, None]], 1)
     return out
 
-def _generate_recurrent(lm, prompt, max_new_tokens, sample, kwargs) -> list:
+def _step_logits(lm, tok, pos, cache, kwargs) -> tuple:
+    "Next-token logits after `tok` (b,) at position `pos` (int or 0-dim tensor), and the body's new cache."
+    h, cache = lm.body.step(lm._embed_at(tok, pos), cache, **kwargs)
+    return lm.head(h), cache
+
+def _generate_recurrent(lm, prompt, max_new_tokens, sample, kwargs, compiled:bool=False) -> list:
     "One parallel prefill of the prompt, then O(1) steps; re-read half a window when the positions run out."
     W, out = lm.max_seq_len, []
     ctx = prompt[:, -W:]
     h, cache = lm.body.prefill(lm._embed(ctx), **kwargs)
     logits, t = lm.head(h[:, -1]), ctx.shape[1]
+    step = _GraphStep(lm, cache, t, kwargs) if compiled else None
     for i in range(max_new_tokens):
         tok = sample(logits); out.append(tok)
         if i + 1 == max_new_tokens: break
@@ -582,10 +609,46 @@ def _generate_recurrent(lm, prompt, max_new_tokens, sample, kwargs) -> list:
             recent = torch.cat([prompt, torch.stack(out, 1)], 1)[:, -max(1, W // 2):]
             h, cache = lm.body.prefill(lm._embed(recent), **kwargs)
             logits, t = lm.head(h[:, -1]), recent.shape[1]
+            if step is not None: step.load(cache, t)
+        elif step is not None: logits, t = step(tok), t + 1
         else:
-            h, cache = lm.body.step(lm._embed(tok[:, None], t)[:, 0], cache, **kwargs)
-            logits, t = lm.head(h), t + 1
+            logits, cache = _step_logits(lm, tok, t, cache, kwargs)
+            t += 1
     return out
+
+# %% ../nbs/00_core.ipynb #00core-133c
+def _tensors(tree) -> list:
+    "The tensors among the leaves of a nested cache (dicts, lists, tuples, named tuples)."
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+def _step_in_place(lm, tok, pos, cache, kwargs) -> torch.Tensor:
+    "`_step_logits` that writes the new cache into the old cache's tensors and advances `pos`: fixed addresses."
+    logits, new = _step_logits(lm, tok, pos, cache, kwargs)
+    for old, nw in zip(_tensors(cache), _tensors(new)):
+        if nw is not old: old.copy_(nw)
+    pos.add_(1)
+    return logits
+
+_GRAPH_STEPS = {}   # device type → `_step_in_place` compiled for it (one compiled function, guarded per model)
+
+class _GraphStep:
+    "Decoding steps through one compiled graph (a CUDA graph on a GPU), on buffers that hold the cache and position."
+    def __init__(self, lm, cache, t:int, kwargs):
+        dev = next(iter(_tensors(cache)), lm.pos_emb.weight).device
+        if dev.type not in _GRAPH_STEPS:
+            mode = 'reduce-overhead' if dev.type == 'cuda' else 'default'            # CUDA graphs on a GPU
+            _GRAPH_STEPS[dev.type] = torch.compile(_step_in_place, mode=mode, fullgraph=True, dynamic=False)
+        self.fn, self.lm, self.kwargs = _GRAPH_STEPS[dev.type], lm, kwargs
+        self.cache = tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, cache)   # our own buffers
+        self.pos = torch.full((), t, dtype=torch.long, device=dev)
+        for buf in _tensors(self.cache) + [self.pos]: torch._dynamo.mark_static_address(buf)
+
+    def load(self, cache, t:int):
+        "Copy a new prefill's cache and position into the buffers (same shapes: the graph stays valid)."
+        for old, nw in zip(_tensors(self.cache), _tensors(cache)): old.copy_(nw)
+        self.pos.fill_(t)
+
+    def __call__(self, tok): return self.fn(self.lm, tok, self.pos, self.cache, self.kwargs)
 
 # %% ../nbs/00_core.ipynb #00core-134
 @patch
@@ -594,6 +657,7 @@ def generate(self:TokenLM, prompt:torch.Tensor, # token ids (b, n0), n0 >= 1 (on
              temperature:float=1., # softmax temperature; 0 = greedy
              top_k:int|None=None, # sample among the k most likely tokens only
              generator:torch.Generator|None=None, # random generator of the draws
+             compile:bool=False, # decode through one compiled step (a CUDA graph on a GPU); needs a recurrent body
              **kwargs, # passed to the body (e.g. context, context_mask for a decoder)
             ) -> torch.Tensor: # the new tokens (b, max_new_tokens)
     "Continue `prompt` by `max_new_tokens` sampled tokens (recurrent O(1) steps where the body has them)."
@@ -604,9 +668,12 @@ def generate(self:TokenLM, prompt:torch.Tensor, # token ids (b, n0), n0 >= 1 (on
         raise ValueError(f'prompt must hold at least one token per sequence, got shape {tuple(prompt.shape)}')
     check_token_ids(prompt, 'prompt', self.num_tokens)
     check_int(max_new_tokens, 'max_new_tokens', min=0); check_sampling(temperature, top_k, self.num_tokens)
+    if compile and not _has_recurrence(self.body):
+        raise ValueError(f'generate(compile=True) needs a body with prefill() and step(); {name} has none')
     if max_new_tokens == 0: return prompt.new_zeros(prompt.shape[0], 0)
     sample = lambda logits: sample_next_token(logits, temperature, top_k, generator)
     run = _generate_recurrent if _has_recurrence(self.body) else _generate_windowed
+    if compile: run = partial(_generate_recurrent, compiled=True)
     was_training = self.training
     self.eval()
     try:

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from fastcore.basics import patch
 
 # %% auto #0
@@ -23,7 +24,7 @@ __all__ = ['local_band_mask', 'local_attention', 'blindspot_linear_attention', '
 from .core import (check_tensor, check_int, check_float, check_choice, check_heads, check_token_ids,
                                          as_mask,
                                          full_precision, upcast, zero_padded, FeedForward, PreNorm, ReversibleSequence,
-                                         TokenLM, pad_to_multiple, sdpa_attention, document_arguments)
+                                         TokenLM, pad_to_multiple, sdpa_attention, document_arguments, _holds)
 from .linear_attention import (elu_feature_map, noncausal_linear_attention,
                                                      causal_linear_attention,
                                                      causal_linear_attention_step,
@@ -147,18 +148,23 @@ def _read_state(q, state:LinearAttentionState, eps:float):
         den = (qf * state.k_sum).sum(-1, keepdim=True)                                   # φq · z
         return (num / den.clamp_min(eps)).to(q.dtype)
 
-def _blindspot_state(k, v, B:int) -> tuple:
-    "The blind-spot decoding state after the n positions of k, v: (closed blocks or None, open block)."
-    s = B * ((k.shape[-2] - 1) // B)                                                 # first position of the open block
-    return (_sum_state(k[:, :, :s], v[:, :, :s]) if s > 0 else None, _sum_state(k[:, :, s:], v[:, :, s:]))
+def _empty_state(k, v) -> LinearAttentionState:
+    "(S, z) of no position for one position's keys (b, h, d) and values (b, h, e): zeros, in the dtype of the sums."
+    return _sum_state(k[:, :, None][:, :, :0], v[:, :, None][:, :, :0])
 
-def _blindspot_step(q, k, v, state, t:int, B:int, eps:float=1e-6):
-    "Decode position `t`: read the state of the closed blocks, add the token to the open block."
-    done, cur = state if state is not None else (None, None)
-    if t % B == 0 and cur is not None:                                                  # a block just closed
-        done = cur if done is None else LinearAttentionState(done.kv + cur.kv, done.k_sum + cur.k_sum)
-        cur = None
-    out = torch.zeros_like(v) if done is None else _read_state(q, done, eps)             # first block: nothing visible
+def _blindspot_state(k, v, B:int) -> tuple:
+    "The blind-spot decoding state after the n positions of k, v: (closed blocks, open block), each an (S, z)."
+    s = B * ((k.shape[-2] - 1) // B)                                                 # first position of the open block
+    return _sum_state(k[:, :, :s], v[:, :, :s]), _sum_state(k[:, :, s:], v[:, :, s:])
+
+def _blindspot_step(q, k, v, state, t, B:int, eps:float=1e-6):
+    """Decode position `t` (an int, or a 0-dim tensor): read the state of the closed blocks, add the token to the open
+    block. `state` None is two empty (zero) states."""
+    done, cur = state if state is not None else (_empty_state(k, v),) * 2
+    opens = torch.as_tensor(t % B == 0)                                                 # t starts a block
+    done = LinearAttentionState(*(torch.where(opens, a + c, a) for a, c in zip(done, cur)))   # ... closing the last
+    cur = LinearAttentionState(*(torch.where(opens, 0., c) for c in cur))
+    out = _read_state(q, done, eps)                                                     # zero state: output 0
     _, cur = causal_linear_attention_step(q, k, v, cur, eps, feature_map=None)          # S, z of the open block
     return out, (done, cur)
 
@@ -585,18 +591,37 @@ def forward(self:LinearAttentionTransformerLM, x:torch.Tensor, # token ids (b, n
     "Logits for every position."
     return TokenLM.forward(self, x, input_mask=input_mask, context=context, context_mask=context_mask)
 
+# %% ../nbs/04_transformer.ipynb #04transforme-044r2
+def _ring(k:torch.Tensor, slots:int) -> torch.Tensor:
+    "The last `slots` positions of k (b, h, n, d) as a ring (b, h, slots, d): position p in slot p mod slots, else 0."
+    n = k.shape[2]
+    first = max(0, n - slots)
+    buf = k.new_zeros(*k.shape[:2], slots, k.shape[-1])
+    return buf.index_copy(2, torch.arange(first, n, device=k.device) % slots, k[:, :, first:])
+
+def _ring_write(buf:torch.Tensor, x:torch.Tensor, t) -> torch.Tensor:
+    "`buf` (b, h, slots, d) with x (b, h, d) in slot t mod slots; t an int or a 0-dim tensor (no host read)."
+    slots = buf.shape[2]
+    slot = torch.full((1,), t % slots, device=buf.device) if isinstance(t, int) else (t % slots).reshape(1)
+    return buf.index_copy(2, slot, x[:, :, None].to(buf.dtype))
+
+def _ring_valid(t, slots:int, device) -> torch.Tensor:
+    "(slots,) bool: which slots hold a position >= 0 once position t is written (slot s holds t - (t-s) mod slots)."
+    s = torch.arange(slots, device=device)
+    return (t - s) % slots <= t
+
 # %% ../nbs/04_transformer.ipynb #04transforme-044b
 @patch
 def prefill(self:LocalGlobalAttention, x:torch.Tensor, # the prompt's inputs (b, n, dim)
             **kwargs, # ignored
            ) -> tuple: # output (b, n, dim), and the cache `step` continues from at position n
-    "The parallel forward (causal only), plus the last w+1 keys/values of the local heads and the global heads' state."
+    "The parallel forward (causal only), plus the ring of the last w+1 local keys/values and the global heads' state."
     check_tensor(x, 'x', ('b', 'n', self.dim))
     local, glob = self._heads(x)
     outs, cache, l = [], {}, self.n_local_heads
     if l > 0:
         outs.append(self._local(*local))
-        cache['k'], cache['v'] = (t[:, :, -(self.window_size + 1):] for t in local[1:])
+        cache['k'], cache['v'] = (_ring(t, self.window_size + 1) for t in local[1:])
     if l < self.heads:
         out, cache['state'] = self._global(*glob, return_state=True, beta=self._beta(x))       # the state after n
         outs.append(out)
@@ -606,18 +631,18 @@ def prefill(self:LocalGlobalAttention, x:torch.Tensor, # the prompt's inputs (b,
 @patch
 def step(self:LocalGlobalAttention, x:torch.Tensor, # the new position's input (b, dim)
          cache:dict|None=None, # what `prefill` or the previous `step` returned; None at the start
-         t:int=0, # the position of x
+         t:int|torch.Tensor=0, # the position of x: an int, or a 0-dim tensor
          **kwargs, # ignored
         ) -> tuple: # output (b, dim), and the new cache
-    "Decode one position (causal only): a rolling window of w+1 keys/values, and the recurrent state."
-    cache, new, l = cache or {}, {}, self.n_local_heads
+    "Decode one position (causal only): a ring of the last w+1 keys/values, and the recurrent state; fixed shapes."
+    cache, new, l, W1 = cache or {}, {}, self.n_local_heads, self.window_size + 1
     (ql, kl, vl), (qg, kg, vg) = self._heads(x)
     outs = []
     if l > 0:
-        kc, vc = kl[:, :, None], vl[:, :, None]
-        if 'k' in cache: kc, vc = torch.cat([cache['k'], kc], 2), torch.cat([cache['v'], vc], 2)
-        new['k'], new['v'] = kc[:, :, -(self.window_size + 1):], vc[:, :, -(self.window_size + 1):]  # t-w … t
-        outs.append(sdpa_attention(ql[:, :, None], new['k'], new['v'])[:, :, 0])
+        for name, u in (('k', kl), ('v', vl)):                                          # write position t
+            new[name] = _ring_write(cache[name] if name in cache else u.new_zeros(*u.shape[:2], W1, u.shape[-1]), u, t)
+        keep = _ring_valid(t, W1, x.device)                                             # slots of t-w … t, not < 0
+        outs.append(F.scaled_dot_product_attention(ql[:, :, None], new['k'], new['v'], attn_mask=keep[None])[:, :, 0])
     if l < self.heads and self.global_attn == 'delta':
         o, new['state'] = _decode_step(_unit(qg), _unit(kg), vg, self._beta(x), cache.get('state'))
         outs.append(o)
@@ -692,41 +717,43 @@ def step(self:_PreNorm, x:torch.Tensor, # the new position's input (b, dim)
     return self.fn.step(self.norm(x), cache, t, **kwargs)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-044h
-def _rows(cache, i:int, r:int):
-    "Row i of every r interleaved batch rows, `(b r) … → b …`, of each tensor in a nested cache."
-    if isinstance(cache, torch.Tensor): return rearrange(cache, '(b r) ... -> b r ...', r=r)[:, i]
-    if isinstance(cache, dict): return {k_: _rows(v_, i, r) for k_, v_ in cache.items()}
-    if isinstance(cache, tuple):
-        parts = [_rows(v_, i, r) for v_ in cache]
-        return type(cache)(*parts) if hasattr(cache, '_fields') else tuple(parts)
-    return cache
+def _stack_offsets(parts:list, b:int):
+    "[(r, cache with rows (b r) …, or None = nothing seen)] per group of offsets → one cache with rows (b w) …."
+    like, spec = tree_flatten(next(c for _, c in parts if c is not None))
+    groups = [[rearrange(t, '(b r) ... -> b r ...', b=b) for t in tree_flatten(c)[0]] if c is not None else
+              [t.new_zeros(b, r, *t.shape[1:]) for t in like] for r, c in parts]
+    return tree_unflatten([rearrange(torch.cat(ts, 1), 'b w ... -> (b w) ...') for ts in zip(*groups)], spec)
 
 @patch
 def prefill(self:FoldAxially, x:torch.Tensor, # (b, n, d)
             **kwargs, # passed to `fn`
-           ) -> tuple: # output (b, n, d), and one cache per offset r
+           ) -> tuple: # output (b, n, d), and the caches of the w offsets as rows (b w) of one cache
     "`fn.prefill` along each strided sequence."
     (b, n, _), w = x.shape, self.axial_dim
     u, rem = divmod(n, w)
     xs = rearrange(pad_to_multiple(x, w, dim=1)[0], 'b (u w) d -> b w u d', w=w)        # (b, w, ⌈n/w⌉, d)
-    out, caches = torch.zeros_like(xs), {}
+    out, parts = torch.zeros_like(xs), []
     for lo, hi, length in ((0, rem, u + 1), (rem, w, u)):                               # offsets [lo, hi), equal length
-        if hi == lo or length == 0: continue
+        if hi == lo: continue
+        if length == 0: parts.append((hi - lo, None)); continue
         o, c = self.fn.prefill(rearrange(xs[:, lo:hi, :length], 'b r u d -> (b r) u d'), **kwargs)
         out[:, lo:hi, :length] = rearrange(o, '(b r) u d -> b r u d', b=b)
-        caches.update({lo + i: _rows(c, i, hi - lo) for i in range(hi - lo)})
-    return rearrange(out, 'b w u d -> b (u w) d')[:, :n], caches
+        parts.append((hi - lo, c))
+    return rearrange(out, 'b w u d -> b (u w) d')[:, :n], _stack_offsets(parts, b)
 
 @patch
 def step(self:FoldAxially, x:torch.Tensor, # the new position (b, d)
-         cache:dict|None=None, # offset r → the cache of its strided sequence; None at the start
-         t:int=0, # the position of x
+         cache=None, # the offsets' caches as rows (b w); None at the start
+         t:int|torch.Tensor=0, # the position of x: an int, or a 0-dim tensor
          **kwargs, # passed to `fn`
         ) -> tuple: # output (b, d), and the new cache
-    "`fn.step` on the strided sequence of offset t mod axial_dim."
-    caches, r = dict(cache or {}), t % self.axial_dim
-    out, caches[r] = self.fn.step(x, caches.get(r), t // self.axial_dim, **kwargs)
-    return out, caches
+    "`fn.step` on the strided sequence of offset t mod axial_dim: its rows gathered, stepped, written back."
+    b, w = x.shape[0], self.axial_dim
+    rows = torch.arange(b, device=x.device) * w + t % w                                 # rows (b, r = t mod w)
+    inner = None if cache is None else tree_map(lambda c: c.index_select(0, rows), cache)
+    out, inner = self.fn.step(x, inner, t // w, **kwargs)
+    if cache is None: cache = tree_map(lambda c: c.new_zeros(b * w, *c.shape[1:]), inner)
+    return out, tree_map(lambda c, i: c.index_copy(0, rows, i), cache, inner)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-044k
 @patch
@@ -762,6 +789,11 @@ def step(self:_CrossAttention, x:torch.Tensor, # the new position's input (b, di
     return a.to_out(a.dropout(rearrange(_read_state(q, cache, a.eps), 'b h e -> b (h e)'))), cache
 
 # %% ../nbs/04_transformer.ipynb #04transforme-044m
+def _check_position(t, max_seq_len:int):
+    "Raise unless position t (an int or a 0-dim tensor) < max_seq_len; on an accelerator, an assert on the device."
+    below = t < max_seq_len if isinstance(t, int) else _holds(t, lambda t: t < max_seq_len, 'position >= max_seq_len')
+    if not below: raise ValueError(f'cannot decode position {int(t)}: max_seq_len={max_seq_len}')
+
 @patch
 def _check_decodable(self:LinearAttentionTransformer):
     if not self.causal: raise ValueError('prefill() and step() decode one position at a time and need causal=True')
@@ -778,7 +810,8 @@ def prefill(self:LinearAttentionTransformer, x:torch.Tensor, # the prompt's inpu
         out, caches[i][j] = sub.prefill(h, **kw)
         return out
     out = self._walk(x, call)
-    return out, {'t': x.shape[1], 'blocks': caches, 'context': (context, kw['context_mask'])}
+    t = torch.full((), x.shape[1], dtype=torch.long, device=x.device)                  # where decoding goes on
+    return out, {'t': t, 'blocks': caches, 'context': (context, kw['context_mask'])}
 
 # %% ../nbs/04_transformer.ipynb #04transforme-044n
 @patch
@@ -793,11 +826,12 @@ def step(self:LinearAttentionTransformer, x:torch.Tensor, # the new position's i
     check_tensor(x, 'x', ('b', self.dim), sizes)
     if cache is None:
         ctx = (context, self._check_context(sizes['b'], context, context_mask))
-        cache = {'t': 0, 'blocks': [[None, None] for _ in self.blocks], 'context': ctx}
+        t0 = torch.zeros((), dtype=torch.long, device=x.device)
+        cache = {'t': t0, 'blocks': [[None, None] for _ in self.blocks], 'context': ctx}
     elif context is not None and context is not cache['context'][0]:
         raise ValueError('step() got another context than the one the decoding started with (prefill or first step)')
     t, caches = cache['t'], [list(c) for c in cache['blocks']]
-    if t >= self.max_seq_len: raise ValueError(f'cannot decode position {t}: max_seq_len={self.max_seq_len}')
+    _check_position(t, self.max_seq_len)
     kw = dict(zip(('context', 'context_mask'), cache['context']))
     def call(i, j, sub, h):
         out, caches[i][j] = sub.step(h, caches[i][j], t, **kw)
@@ -814,8 +848,8 @@ def step(self:LinearAttentionTransformerLM, tokens:torch.Tensor, # the new token
     "Feed one token per sequence (causal models)."
     check_token_ids(tokens, 'tokens', self.num_tokens, shape=('b',))
     t = 0 if cache is None else cache['t']
-    if t >= self.max_seq_len: raise ValueError(f'cannot decode position {t}: max_seq_len={self.max_seq_len}')
-    h, cache = self.body.step(self._embed(tokens[:, None], t)[:, 0], cache, context=context, context_mask=context_mask)
+    _check_position(t, self.max_seq_len)                                               # before the position table
+    h, cache = self.body.step(self._embed_at(tokens, t), cache, context=context, context_mask=context_mask)
     return self.head(h), cache
 
 # %% ../nbs/04_transformer.ipynb #04transforme-099
