@@ -267,29 +267,48 @@ except ImportError:                                # no Triton: the kernels belo
 _jit = triton.jit if triton is not None else (lambda fn: fn)
 _INTERPRET = os.environ.get('TRITON_INTERPRET', '0') not in ('', '0')     # read when triton was imported
 
+# %% ../nbs/06b_hardware.ipynb #06bhardware-tr-phi
+@_jit
+def _phi(x, m, PHI: tl.constexpr):
+    "φ(x) in float32, zero where `m` is False, for PHI 1 = elu + 1 and 2 = relu; for 0 (already mapped) x as loaded."
+    if PHI != 0:
+        x = x.to(tl.float32)
+        if PHI == 1: x = tl.exp(tl.minimum(x, 0.)) + tl.maximum(x, 0.)    # φ = e^min(x, 0) + max(x, 0)
+        if PHI == 2: x = tl.maximum(x, 0.)                                 # φ = max(x, 0)
+        x = tl.where(m, x, 0.)                                             # past n and d: φ(0) = 1 for elu + 1
+    return x
+
+@_jit
+def _dphi(f, PHI: tl.constexpr):
+    "φ'(x) from f = φ(x), float32: min(f, 1) = e^min(x, 0) for elu + 1, 1[f > 0] = 1[x > 0] for relu, else 1."
+    f = f.to(tl.float32)
+    if PHI == 1: return tl.minimum(f, 1.)
+    if PHI == 2: return (f > 0).to(tl.float32)
+    return tl.full(f.shape, 1., tl.float32)
+
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-load
 @_jit
 def _load_chunk(Q, K, V, M, b, h, rows, rd, re, n, d, e, sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, smb, smn,
-                HAS_MASK: tl.constexpr):
-    "Positions `rows` of head (b, h): q, k (C, BD), v (C, BE), zeros past n; k and v zeroed where the mask drops."
+                HAS_MASK: tl.constexpr, PHI: tl.constexpr):
+    "Positions `rows` of head (b, h): φq, φk (C, BD), v (C, BE), zeros past n; φk and v zeroed where the mask drops."
     rm = rows < n
     md, me = rm[:, None] & (rd < d)[None, :], rm[:, None] & (re < e)[None, :]
-    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + rd[None, :], mask=md, other=0.)
-    k = tl.load(K + b * skb + h * skh + rows[:, None] * skn + rd[None, :], mask=md, other=0.)
+    q = _phi(tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + rd[None, :], mask=md, other=0.), md, PHI)
+    k = _phi(tl.load(K + b * skb + h * skh + rows[:, None] * skn + rd[None, :], mask=md, other=0.), md, PHI)
     v = tl.load(V + b * svb + h * svh + rows[:, None] * svn + re[None, :], mask=me, other=0.)
     keep = rm
     if HAS_MASK:                                                           # padded keys: inert
         keep = tl.load(M + b * smb + rows * smn, mask=rm, other=0) != 0
         k = tl.where(keep[:, None], k, 0.)
         v = tl.where(keep[:, None], v, 0.)
-    return q, k, v, keep
+    return q.to(Q.dtype.element_ty), k.to(K.dtype.element_ty), v, keep
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-fwd
 @_jit
 def _cla_fwd_kernel(Q, K, V, M, S0, Z0, O, DEN, SN, ZN, n, d, e, eps,
                     sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, smb, smn,
                     H: tl.constexpr, C: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr, HAS_MASK: tl.constexpr,
-                    HAS_S0: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
+                    HAS_S0: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
     pe, pbh = tl.program_id(0), tl.program_id(1)                           # value block, head
     b, h = pbh // H, pbh % H
     rc, rd, re = tl.arange(0, C), tl.arange(0, BD), pe * BE + tl.arange(0, BE)
@@ -304,7 +323,7 @@ def _cla_fwd_kernel(Q, K, V, M, S0, Z0, O, DEN, SN, ZN, n, d, e, eps,
     for t0 in range(0, n, C):                                              # the chunks, in order
         rows = t0 + rc
         q, k, v, _ = _load_chunk(Q, K, V, M, b, h, rows, rd, re, n, d, e, sqb, sqh, sqn, skb, skh, skn,
-                                 svb, svh, svn, smb, smn, HAS_MASK)
+                                 svb, svh, svn, smb, smn, HAS_MASK, PHI)                             # φQ_t, φK_t, V_t
         A = tl.where(causal, tl.dot(q, tl.trans(k), input_precision=PREC), 0.)                       # A_t
         num = tl.dot(q.to(STATE_DT), S.to(STATE_DT), input_precision=PREC)                            # φQ_t S
         num += tl.dot(A.to(v.dtype), v, input_precision=PREC)                                         # + A_t V_t
@@ -334,8 +353,8 @@ def _heads_view(b, n, h, x, like) -> torch.Tensor:
 
 def _device_of(t): return torch.cuda.device(t.device) if t.device.type == 'cuda' else contextlib.nullcontext()
 
-def _fwd_launch(q, k, v, mask, s0, z0, eps:float):
-    "Run the forward kernel: (output, denominators, S after n, z after n)."
+def _fwd_launch(q, k, v, mask, s0, z0, eps:float, phi:int=0):
+    "Run the forward kernel: (output, denominators, S after n, z after n); `phi` is the feature map's `PHI`."
     (b, h, n, d), e = q.shape, v.shape[-1]
     o, den = _heads_view(b, n, h, e, v), q.new_empty(b, h, n, dtype=torch.float32)
     sn, zn = q.new_empty(b, h, d, e, dtype=torch.float32), q.new_empty(b, h, d, dtype=torch.float32)
@@ -346,7 +365,7 @@ def _fwd_launch(q, k, v, mask, s0, z0, eps:float):
             q, k, v, m, default(s0, sn), default(z0, zn), o, den, sn, zn, n, d, e, eps,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
             *(mask.stride() if mask is not None else (0, 0)), H=h, BD=_blk(d), BE=BE,
-            HAS_MASK=mask is not None, HAS_S0=s0 is not None, **cfg)
+            HAS_MASK=mask is not None, HAS_S0=s0 is not None, PHI=phi, **cfg)
     return o, den, sn, zn
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-gparts
@@ -390,7 +409,8 @@ def _cla_bwd_kernel(Q, K, V, M, DO, O, DEN, S0, Z0, DSN, DZN, DQ, DK, DV, DS0, D
                     sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sgb, sgh, sgn, sob, soh, son,
                     sdqb, sdqh, sdqn, sdkb, sdkh, sdkn, sdvb, sdvh, sdvn, smb, smn,
                     H: tl.constexpr, C: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr, HAS_MASK: tl.constexpr,
-                    HAS_S0: tl.constexpr, HAS_DSN: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
+                    HAS_S0: tl.constexpr, HAS_DSN: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr,
+                    PREC: tl.constexpr):
     fwd, pbh = tl.program_id(0) == 0, tl.program_id(1)                     # which walk, which head
     b, h = pbh // H, pbh % H
     rc, rd, re = tl.arange(0, C), tl.arange(0, BD), tl.arange(0, BE)
@@ -407,15 +427,17 @@ def _cla_bwd_kernel(Q, K, V, M, DO, O, DEN, S0, Z0, DSN, DZN, DQ, DK, DV, DS0, D
         rows = (i if fwd else N - 1 - i) * C + rc
         md, me = (rows < n)[:, None] & (rd < d)[None, :], (rows < n)[:, None] & (re < e)[None, :]
         q, k, v, keep = _load_chunk(Q, K, V, M, b, h, rows, rd, re, n, d, e, sqb, sqh, sqn, skb, skh, skn,
-                                    svb, svh, svn, smb, smn, HAS_MASK)
+                                    svb, svh, svn, smb, smn, HAS_MASK, PHI)
         g, gam, B = _grad_parts(DO, O, DEN, b, h, pbh, rows, re, n, e, eps, sgb, sgh, sgn, sob, soh, son, v,
                                 causal, PREC)
         if fwd:
             dq, S, z = _dq_chunk(g, gam, B, k, v, S, z, STATE_DT, PREC)
+            dq *= _dphi(q, PHI)                                            # ∂L/∂q = ∂L/∂φq ⊙ φ'(q)
             tl.store(DQ + b * sdqb + h * sdqh + rows[:, None] * sdqn + rd[None, :], dq.to(DQ.dtype.element_ty),
                      mask=md)
         else:
             dk, dv, S, z = _dkdv_chunk(q, k, v, g, gam, B, S, z, causal, STATE_DT, PREC)
+            dk *= _dphi(k, PHI)                                            # ∂L/∂k = ∂L/∂φk ⊙ φ'(k)
             tl.store(DK + b * sdkb + h * sdkh + rows[:, None] * sdkn + rd[None, :],
                      tl.where(keep[:, None], dk, 0.).to(DK.dtype.element_ty), mask=md)
             tl.store(DV + b * sdvb + h * sdvh + rows[:, None] * sdvn + re[None, :],
@@ -425,8 +447,8 @@ def _cla_bwd_kernel(Q, K, V, M, DO, O, DEN, S0, Z0, DSN, DZN, DQ, DK, DV, DS0, D
         tl.store(DZ0 + pbh * d + rd, z, mask=rd < d)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-bwd-launch
-def _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps:float):
-    "Run the backward kernel: (dq, dk, dv, dS₀, dz₀), the last two float32."
+def _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps:float, phi:int=0):
+    "Run the backward kernel: (dq, dk, dv, dS₀, dz₀), the last two float32; dq and dk of the raw q and k."
     (b, h, n, d), e = q.shape, v.shape[-1]
     dq, dk, dv = _heads_view(b, n, h, d, q), _heads_view(b, n, h, d, k), _heads_view(b, n, h, e, v)
     ds0, dz0 = q.new_empty(b, h, d, e, dtype=torch.float32), q.new_empty(b, h, d, dtype=torch.float32)
@@ -438,17 +460,17 @@ def _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps:float):
             dq, dk, dv, ds0, dz0, n, d, e, eps, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
             *o.stride()[:3], *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3],
             *(mask.stride() if mask is not None else (0, 0)), H=h, BD=_blk(d), BE=_blk(e),
-            HAS_MASK=mask is not None, HAS_S0=s0 is not None, HAS_DSN=dsn is not None, **cfg)
+            HAS_MASK=mask is not None, HAS_S0=s0 is not None, HAS_DSN=dsn is not None, PHI=phi, **cfg)
     return dq, dk, dv, ds0, dz0
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-op
 @torch.library.custom_op('efficient_attention_nb::causal_linear_fwd', mutates_args=(), schema=(
-    '(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor? s0, Tensor? z0, float eps)'
+    '(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor? s0, Tensor? z0, float eps, int phi=0)'
     ' -> (Tensor, Tensor, Tensor, Tensor)'))
-def _cla_fwd_op(q, k, v, mask, s0, z0, eps): return _fwd_launch(q, k, v, mask, s0, z0, eps)
+def _cla_fwd_op(q, k, v, mask, s0, z0, eps, phi=0): return _fwd_launch(q, k, v, mask, s0, z0, eps, phi)
 
 @_cla_fwd_op.register_fake
-def _(q, k, v, mask, s0, z0, eps):
+def _(q, k, v, mask, s0, z0, eps, phi=0):
     (b, h, n, d), e = q.shape, v.shape[-1]
     f32 = dict(dtype=torch.float32)
     return (_heads_view(b, n, h, e, v), q.new_empty(b, h, n, **f32), q.new_empty(b, h, d, e, **f32),
@@ -456,12 +478,12 @@ def _(q, k, v, mask, s0, z0, eps):
 
 @torch.library.custom_op('efficient_attention_nb::causal_linear_bwd', mutates_args=(), schema=(
     '(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor do, Tensor o, Tensor den, Tensor? s0, Tensor? z0, Tensor? dsn,'
-    ' Tensor? dzn, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor)'))
-def _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps):
-    return _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps)
+    ' Tensor? dzn, float eps, int phi=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor)'))
+def _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi=0):
+    return _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi)
 
 @_cla_bwd_op.register_fake
-def _(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps):
+def _(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi=0):
     (b, h, n, d), e = q.shape, v.shape[-1]
     f32 = dict(dtype=torch.float32)
     return (_heads_view(b, n, h, d, q), _heads_view(b, n, h, d, k), _heads_view(b, n, h, e, v),
@@ -469,9 +491,10 @@ def _(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps):
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-ag
 def _cla_setup(ctx, inputs, output):
-    q, k, v, mask, s0, z0, eps = inputs
+    q, k, v, mask, s0, z0, eps, phi = inputs
     ctx.save_for_backward(q, k, v, mask, s0, z0, output[0], output[1])
-    ctx.eps, ctx.has_s0 = eps, s0 is not None
+    ctx.eps, ctx.phi, ctx.has_s0 = eps, phi, s0 is not None
+    ctx.set_materialize_grads(False)                         # unused outputs: None, not tensors of zeros
 
 def _cla_backward(ctx, do, dden, dsn, dzn):
     q, k, v, mask, s0, z0, o, den = ctx.saved_tensors
@@ -480,8 +503,8 @@ def _cla_backward(ctx, do, dden, dsn, dzn):
         (b, h, _, d), e = q.shape, v.shape[-1]
         dsn = (dsn if dsn is not None else den.new_zeros(b, h, d, e)).contiguous()
         dzn = (dzn if dzn is not None else den.new_zeros(b, h, d)).contiguous()
-    dq, dk, dv, ds0, dz0 = _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, ctx.eps)
-    return dq, dk, dv, None, ds0 if ctx.has_s0 else None, dz0 if ctx.has_s0 else None, None
+    dq, dk, dv, ds0, dz0 = _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, ctx.eps, ctx.phi)
+    return dq, dk, dv, None, ds0 if ctx.has_s0 else None, dz0 if ctx.has_s0 else None, None, None
 
 torch.library.register_autograd('efficient_attention_nb::causal_linear_fwd', _cla_backward, setup_context=_cla_setup)
 
@@ -501,20 +524,33 @@ def _takes(why:str|None, forced:bool, device:torch.device) -> bool:
     if why and forced: raise ValueError(f"backend='triton' cannot take this call: {why}")
     return not why and (forced or device.type == 'cuda')
 
+def _phi_code(phi:Callable|None) -> int:
+    "The kernels' `PHI` for a resolved feature map: 1 elu + 1, 2 relu, 0 for anything applied before them."
+    return 1 if phi is elu_feature_map else 2 if phi is relu_feature_map else 0
+
+def _kernel_operands(*ts) -> list:
+    "The tensors in one dtype (their promotion) with a unit last stride, each cast or copied only where it is not."
+    dt = ts[0].dtype
+    if any(t.dtype != dt for t in ts): dt = functools.reduce(torch.promote_types, [t.dtype for t in ts])
+    ts = [t if t.dtype == dt else t.to(dt) for t in ts]
+    return [t if t.stride(-1) == 1 else t.contiguous() for t in ts]
+
+# %% ../nbs/06b_hardware.ipynb #06bhardware-tr-plug2
 def _triton(q, k, v, *, mask, feature_map, eps, initial_state, return_state, forced, **_):
     "Causal linear attention by the Triton kernels; None where `backend='auto'` should take another path."
     if not _takes(_triton_unfit(q, k, v), forced, q.device): return None
     (b, h, _, d), e, out_dtype = q.shape, v.shape[-1], q.dtype
-    q, k = _map_qk(q, k, feature_map)
-    dt = torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype)
-    q, k, v = (t.to(dt) if t.stride(-1) == 1 else t.to(dt).contiguous() for t in (q, k, v))
+    fm = _resolve_feature_map(feature_map)
+    phi = _phi_code(fm)                                                    # elu + 1, relu: in the kernels
+    if phi == 0: q, k = _map_qk(q, k, fm)                                 # a callable of your own; None: checked
+    q, k, v = _kernel_operands(q, k, v)
     s0 = z0 = None
     if initial_state is not None:
         _check_state(initial_state, b, h, d, e)
         s0, z0 = (t.to(q.device, torch.float32).contiguous() for t in initial_state)
-    m = None if mask is None else mask.to(torch.uint8).contiguous()
-    out, _, sn, zn = _cla_fwd_op(q, k, v, m, s0, z0, float(eps))
-    out = out.to(out_dtype)
+    m = None if mask is None else mask.view(torch.uint8)                  # the same bytes, read as 0 or 1
+    out, _, sn, zn = _cla_fwd_op(q, k, v, m, s0, z0, float(eps), phi)
+    if out.dtype != out_dtype: out = out.to(out_dtype)                    # inputs of mixed dtypes only
     return (out, LinearAttentionState(sn, zn)) if return_state else out
 
 _KERNELS['triton'] = _triton
