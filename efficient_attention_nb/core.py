@@ -5,6 +5,7 @@
 # %% ../nbs/00_core.ipynb #00core-003
 from __future__ import annotations
 import contextlib, inspect, math
+from collections import Counter
 from functools import partial
 from typing import Callable, Optional, Sequence
 
@@ -13,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils._python_dispatch import TorchDispatchMode
 from fastcore.basics import patch
 
 # %% auto #0
@@ -697,6 +699,19 @@ def upcast(t:torch.Tensor, # any tensor
           ) -> torch.Tensor:
     "`t` in float32 if it is float16 or bfloat16, else unchanged."
     return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+# %% ../nbs/00_core.ipynb #00core-140d
+_NO_KERNEL = {'aten.' + op for op in 'empty empty_like empty_strided new_empty new_empty_strided lift_fresh detach '
+              'alias _unsafe_view promote_types result_type'.split()}
+
+class _CountOps(TorchDispatchMode):
+    "Every operation dispatched inside the `with` block, by name (`ops`); `kernels`: those that work on the device."
+    def __init__(self): super().__init__(); self.ops, self.kernels = Counter(), Counter()
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket)
+        self.ops[name] += 1
+        if not func.is_view and name not in _NO_KERNEL: self.kernels[name] += 1         # views move no data
+        return func(*args, **(kwargs or {}))
 
 # %% ../nbs/00_core.ipynb #00core-142
 def _arg_lines(f) -> list[str]:

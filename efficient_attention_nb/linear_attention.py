@@ -257,10 +257,29 @@ def _check_tile(tile) -> tuple:
     check_int(tile[0], 'tile[0] (rows per tile)'); check_int(tile[1], 'tile[1] (positions per tile)')
     return tile
 
-# %% ../nbs/03_linear_attention.ipynb #03linearatte-disp
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-disp-in
 _KERNELS: dict[str, Callable] = {}       # backend name → kernel, registered by the hardware chapter (`kernels`)
 _BACKENDS = ('auto', 'torch', 'triton', 'tiled')
 
+def _causal_linear_attention(q, k, v, mask, feature_map, chunk_size:int, eps:float, initial_state=None,
+                             return_state:bool=False, backend:str='auto', tile:tuple=(4096, 512),
+                             kernel_min_rows:int=131072):
+    "`causal_linear_attention` without its checks (a bool mask or None): the path layers call with checked inputs."
+    for name in {'auto': ('triton', 'tiled'), 'torch': ()}.get(backend, (backend,)):
+        if name not in _KERNELS:
+            if backend == 'auto': continue
+            raise ValueError(f"backend={name!r} is not registered: import efficient_attention_nb.kernels")
+        out = _KERNELS[name](q, k, v, mask=mask, feature_map=feature_map, chunk_size=chunk_size, eps=eps,
+                             initial_state=initial_state, return_state=return_state, tile=tile,
+                             kernel_min_rows=kernel_min_rows, forced=backend != 'auto')
+        if out is not None: return out                                   # None: this backend declined
+    q, k = _map_qk(q, k, feature_map)
+    k, v = zero_padded(k, mask), zero_padded(v, mask)                                 # padded keys: inert
+    if q.shape[2] <= chunk_size and initial_state is None and not return_state:         # one chunk: the chunked
+        return causal_linear_attention_quadratic(q, k, v, eps=eps)                        # form is the quadratic one
+    return causal_linear_attention_chunked(q, k, v, chunk_size, eps, initial_state, return_state)
+
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-disp
 def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped by `feature_map`)
                             k:torch.Tensor, # keys (b, h, n, d), raw (mapped by `feature_map`)
                             v:torch.Tensor, # values (b, h, n, e)
@@ -281,19 +300,8 @@ def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped 
     check_int(chunk_size, 'chunk_size'); check_float(eps, 'eps'); _check_tile(tile)
     check_int(kernel_min_rows, 'kernel_min_rows', min=0); check_choice(backend, 'backend', _BACKENDS)
     mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=k.device)
-    for name in {'auto': ('triton', 'tiled'), 'torch': ()}.get(backend, (backend,)):
-        if name not in _KERNELS:
-            if backend == 'auto': continue
-            raise ValueError(f"backend={name!r} is not registered: import efficient_attention_nb.kernels")
-        out = _KERNELS[name](q, k, v, mask=mask, feature_map=feature_map, chunk_size=chunk_size, eps=eps,
-                             initial_state=initial_state, return_state=return_state, tile=tile,
-                             kernel_min_rows=kernel_min_rows, forced=backend != 'auto')
-        if out is not None: return out                                   # None: this backend declined
-    q, k = _map_qk(q, k, feature_map)
-    k, v = zero_padded(k, mask), zero_padded(v, mask)                                 # padded keys: inert
-    if sizes['n'] <= chunk_size and initial_state is None and not return_state:         # one chunk: the chunked
-        return causal_linear_attention_quadratic(q, k, v, eps=eps)                        # form is the quadratic one
-    return causal_linear_attention_chunked(q, k, v, chunk_size, eps, initial_state, return_state)
+    return _causal_linear_attention(q, k, v, mask, feature_map, chunk_size, eps, initial_state, return_state, backend,
+                                    tile, kernel_min_rows)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-047
 class LinearSelfAttention(nn.Module):

@@ -27,7 +27,7 @@ from .core import (check_tensor, check_int, check_float, check_choice, check_hea
                                          TokenLM, pad_to_multiple, sdpa_attention, document_arguments, _holds)
 from .linear_attention import (elu_feature_map, noncausal_linear_attention,
                                                      causal_linear_attention,
-                                                     causal_linear_attention_step,
+                                                     causal_linear_attention_step, _causal_linear_attention,
                                                      LinearAttentionState, LinearSelfAttention, ImageLinearAttention)
 from .linformer import LinformerSelfAttention
 from .delta_rule import delta_rule_attention, _decode_step, _unit
@@ -326,14 +326,12 @@ def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=Fal
     if self.global_attn == 'delta':                                    # unit queries and keys; β = 0 where padded
         return delta_rule_attention(_unit(q), _unit(k), v, beta, chunk_size=c, return_state=return_state,
                                     check_bounds=False)                      # unit keys, β = σ(·): in bounds
-    if self.causal and B == 1 and mask is None:   # raw q, k: on a CPU without a gradient, φ is applied in the tiles
-        return causal_linear_attention(q, k, v, chunk_size=c, eps=self.eps, return_state=return_state)
+    if self.causal and B == 1:                     # raw q, k: the kernels apply φ as they load them (GPU, CPU tiles)
+        return _causal_linear_attention(q, k, v, mask, 'elu', c, self.eps, return_state=return_state)
     q, k, v = elu_feature_map(q), zero_padded(elu_feature_map(k), mask), zero_padded(v, mask)
     if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=_MAPPED)
-    if B > 1:
-        out = blindspot_linear_attention(q, k, v, B, eps=self.eps)
-        return (out, _blindspot_state(k, v, B)) if return_state else out
-    return causal_linear_attention(q, k, v, feature_map=_MAPPED, chunk_size=c, eps=self.eps, return_state=return_state)
+    out = blindspot_linear_attention(q, k, v, B, eps=self.eps)                          # causal, B > 1
+    return (out, _blindspot_state(k, v, B)) if return_state else out
 
 @patch
 def forward(self:LocalGlobalAttention, x:torch.Tensor, # input (b, n, dim)
