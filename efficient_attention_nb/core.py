@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #00core-003
 from __future__ import annotations
-import contextlib, inspect, math
+import contextlib, inspect, math, weakref
 from collections import Counter
 from functools import partial
 from typing import Callable, Optional, Sequence
@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
-from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
 from torch.utils._python_dispatch import TorchDispatchMode
 from fastcore.basics import patch
 
@@ -230,14 +230,14 @@ def check_heads(dim:int, # model width
 # %% ../nbs/00_core.ipynb #00core-015
 def _holds(x:torch.Tensor, # the tensor whose values are checked
            cond:Callable, # x → a one-element bool tensor, True when the values are valid
-           msg:str, # what must hold, for the assert inside a compiled graph
+           msg:str, # what must hold, the message of the assert on the device
           ) -> bool:
     """Whether `cond(x)` holds: read on the host for CPU tensors. On an accelerator, and while torch.compile traces,
     an assert queued on the device instead (True): no host read, no wait, no graph break. Nothing to check on `meta`
     or with no elements (True)."""
     if x.device.type == 'meta' or x.numel() == 0: return True
     if torch.compiler.is_compiling(): torch._assert_async(cond(x), msg); return True
-    if x.device.type != 'cpu': torch._assert_async(cond(x)); return True                 # checked on the device
+    if x.device.type != 'cpu': torch._assert_async(cond(x), msg); return True            # checked on the device
     return bool(cond(x))
 
 def check_token_ids(x, # the token ids
@@ -255,7 +255,7 @@ def check_token_ids(x, # the token ids
                         '(convert with .long())')
     check_tensor(x, name, shape, floating=False)
     expected = f'{name} must hold token ids in [0, {num_tokens})'
-    if not _holds(x, lambda t: ((t >= 0) & (t < num_tokens)).all(), expected):       # one host read
+    if not _holds(x, lambda t: ((t >= 0) & (t < num_tokens)).all(), expected):       # read on a CPU only
         raise ValueError(f'{expected}, got values in [{int(x.min())}, {int(x.max())}]')
     return x
 
@@ -603,7 +603,7 @@ def _generate_recurrent(lm, prompt, max_new_tokens, sample, kwargs, compiled:boo
     ctx = prompt[:, -W:]
     h, cache = lm.body.prefill(lm._embed(ctx), **kwargs)
     logits, t = lm.head(h[:, -1]), ctx.shape[1]
-    step = _GraphStep(lm, cache, t, kwargs) if compiled else None
+    step = _graph_step(lm, cache, t, kwargs) if compiled else None
     for i in range(max_new_tokens):
         tok = sample(logits); out.append(tok)
         if i + 1 == max_new_tokens: break
@@ -611,7 +611,7 @@ def _generate_recurrent(lm, prompt, max_new_tokens, sample, kwargs, compiled:boo
             recent = torch.cat([prompt, torch.stack(out, 1)], 1)[:, -max(1, W // 2):]
             h, cache = lm.body.prefill(lm._embed(recent), **kwargs)
             logits, t = lm.head(h[:, -1]), recent.shape[1]
-            if step is not None: step.load(cache, t)
+            if step is not None: step.load(cache, t, kwargs)
         elif step is not None: logits, t = step(tok), t + 1
         else:
             logits, cache = _step_logits(lm, tok, t, cache, kwargs)
@@ -626,31 +626,50 @@ def _tensors(tree) -> list:
 def _step_in_place(lm, tok, pos, cache, kwargs) -> torch.Tensor:
     "`_step_logits` that writes the new cache into the old cache's tensors and advances `pos`: fixed addresses."
     logits, new = _step_logits(lm, tok, pos, cache, kwargs)
-    for old, nw in zip(_tensors(cache), _tensors(new)):
+    for old, nw in zip(_tensors(cache), _tensors(new), strict=True):
         if nw is not old: old.copy_(nw)
     pos.add_(1)
     return logits
 
-_GRAPH_STEPS = {}   # device type → `_step_in_place` compiled for it (one compiled function, guarded per model)
+_GRAPH_STEPS = {}                              # device type → `_step_in_place` compiled for it
+_GRAPH_BUFFERS = weakref.WeakKeyDictionary()   # model → {layout of the cache and inputs: its `_GraphStep`}
+
+# %% ../nbs/00_core.ipynb #00core-133d
+def _layout(cache, kwargs) -> tuple:
+    "What a compiled step's buffers depend on: the tree, and each tensor's shape, dtype, device and aliasing."
+    leaves, spec = tree_flatten((cache, kwargs))
+    bad = [type(x).__name__ for x in leaves if x is not None and not isinstance(x, torch.Tensor)]
+    if bad: raise ValueError(f'generate(compile=True) needs a cache of tensors; the body\'s cache holds a {bad[0]}')
+    ids = [id(x) for x in leaves]
+    return repr(spec), tuple((tuple(x.shape), x.dtype, x.device, ids.index(id(x))) if isinstance(x, torch.Tensor)
+                             else x for x in leaves)
 
 class _GraphStep:
-    "Decoding steps through one compiled graph (a CUDA graph on a GPU), on buffers that hold the cache and position."
+    "Decoding steps through one compiled graph (CUDA graphs on a GPU), on buffers that hold the cache and position."
     def __init__(self, lm, cache, t:int, kwargs):
-        dev = next(iter(_tensors(cache)), lm.pos_emb.weight).device
+        dev = lm.pos_emb.weight.device
         if dev.type not in _GRAPH_STEPS:
             mode = 'reduce-overhead' if dev.type == 'cuda' else 'default'            # CUDA graphs on a GPU
             _GRAPH_STEPS[dev.type] = torch.compile(_step_in_place, mode=mode, fullgraph=True, dynamic=False)
-        self.fn, self.lm, self.kwargs = _GRAPH_STEPS[dev.type], lm, kwargs
-        self.cache = tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, cache)   # our own buffers
+        self.fn, self.lm, bufs = _GRAPH_STEPS[dev.type], lm, {}
+        own = lambda x: bufs.setdefault(id(x), x.clone()) if isinstance(x, torch.Tensor) else x   # one per tensor
+        self.cache, self.kwargs = tree_map(own, cache), tree_map(own, kwargs)
         self.pos = torch.full((), t, dtype=torch.long, device=dev)
-        for buf in _tensors(self.cache) + [self.pos]: torch._dynamo.mark_static_address(buf)
+        for buf in [*bufs.values(), self.pos]: torch._dynamo.mark_static_address(buf)
 
-    def load(self, cache, t:int):
-        "Copy a new prefill's cache and position into the buffers (same shapes: the graph stays valid)."
-        for old, nw in zip(_tensors(self.cache), _tensors(cache)): old.copy_(nw)
+    def load(self, cache, t:int, kwargs):
+        "Copy a prefill's cache, the inputs and the position into the buffers: same addresses, the graph stays valid."
+        for old, new in zip(_tensors((self.cache, self.kwargs)), _tensors((cache, kwargs)), strict=True): old.copy_(new)
         self.pos.fill_(t)
 
     def __call__(self, tok): return self.fn(self.lm, tok, self.pos, self.cache, self.kwargs)
+
+def _graph_step(lm, cache, t:int, kwargs) -> _GraphStep:
+    "The model's decoding buffers for this layout, made on first use and reloaded after."
+    steps, key = _GRAPH_BUFFERS.setdefault(lm, {}), _layout(cache, kwargs)
+    if key in steps: steps[key].load(cache, t, kwargs)
+    else: steps[key] = _GraphStep(lm, cache, t, kwargs)
+    return steps[key]
 
 # %% ../nbs/00_core.ipynb #00core-134
 @patch

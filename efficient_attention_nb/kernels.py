@@ -411,8 +411,7 @@ def _cla_bwd_kernel(Q, K, V, M, DO, O, DEN, S0, Z0, DSN, DZN, DQ, DK, DV, DS0, D
                     H: tl.constexpr, C: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr, HAS_MASK: tl.constexpr,
                     HAS_S0: tl.constexpr, HAS_DSN: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr,
                     PREC: tl.constexpr):
-    fwd, pbh = tl.program_id(0) == 0, tl.program_id(1)                     # which walk, which head
-    b, h = pbh // H, pbh % H
+    fwd, pbh = tl.program_id(0) == 0, tl.program_id(1); b, h = pbh // H, pbh % H     # which walk, which head
     rc, rd, re = tl.arange(0, C), tl.arange(0, BD), tl.arange(0, BE)
     sm, st = (rd < d)[:, None] & (re < e)[None, :], (pbh * d + rd[:, None]) * e + re[None, :]
     S, z = tl.zeros((BD, BE), tl.float32), tl.zeros((BD,), tl.float32)    # (S, z) forwards, (R, r) backwards
@@ -433,8 +432,7 @@ def _cla_bwd_kernel(Q, K, V, M, DO, O, DEN, S0, Z0, DSN, DZN, DQ, DK, DV, DS0, D
         if fwd:
             dq, S, z = _dq_chunk(g, gam, B, k, v, S, z, STATE_DT, PREC)
             dq *= _dphi(q, PHI)                                            # ∂L/∂q = ∂L/∂φq ⊙ φ'(q)
-            tl.store(DQ + b * sdqb + h * sdqh + rows[:, None] * sdqn + rd[None, :], dq.to(DQ.dtype.element_ty),
-                     mask=md)
+            tl.store(DQ + b * sdqb + h * sdqh + rows[:, None] * sdqn + rd[None, :], dq.to(DQ.dtype.element_ty), mask=md)
         else:
             dk, dv, S, z = _dkdv_chunk(q, k, v, g, gam, B, S, z, causal, STATE_DT, PREC)
             dk *= _dphi(k, PHI)                                            # ∂L/∂k = ∂L/∂φk ⊙ φ'(k)

@@ -827,13 +827,13 @@ def step(self:FoldAxially, x:torch.Tensor, # the new position (b, d)
          t:int|torch.Tensor=0, # the position of x: an int, or a 0-dim tensor
          **kwargs, # passed to `fn`
         ) -> tuple: # output (b, d), and the new cache
-    "`fn.step` on the strided sequence of offset t mod axial_dim: its rows gathered, stepped, written back."
+    "`fn.step` on the strided sequence of offset t mod axial_dim: its rows gathered, stepped, written back in place."
     b, w = x.shape[0], self.axial_dim
     rows = torch.arange(b, device=x.device) * w + t % w                                 # rows (b, r = t mod w)
     inner = None if cache is None else tree_map(lambda c: c.index_select(0, rows), cache)
     out, inner = self.fn.step(x, inner, t // w, **kwargs)
     if cache is None: cache = tree_map(lambda c: c.new_zeros(b * w, *c.shape[1:]), inner)
-    return out, tree_map(lambda c, i: c.index_copy(0, rows, i), cache, inner)
+    return out, tree_map(lambda c, i: c.index_copy_(0, rows, i), cache, inner)          # b of the b·w rows
 
 # %% ../nbs/04_transformer.ipynb #04transforme-044k
 @patch
