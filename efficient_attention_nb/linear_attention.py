@@ -44,7 +44,7 @@ def _resolve_feature_map(feature_map) -> Callable|None:
     return FEATURE_MAPS[check_choice(feature_map, 'feature_map', tuple(FEATURE_MAPS))]
 
 def _check_mapped(q:torch.Tensor, k:torch.Tensor):
-    "With feature_map=None, q and k must be non-negative: read on a CPU; an assert on the device elsewhere and under torch.compile."
+    "With feature_map=None, q and k must be non-negative: read on a CPU, an assert on the device elsewhere."
     if q.device.type == 'meta' or q.numel() == 0: return
     lo = torch.stack((q.detach().amin().float(), k.detach().amin().float()))                  # the two minima
     if _holds(lo, lambda t: (t >= 0).all(), 'q and k must be non-negative (feature-mapped) with feature_map=None'):
