@@ -68,7 +68,8 @@ def _anno(a):
     if isinstance(a, typing.ForwardRef): a = a.__forward_arg__    # NamedTuple fields under `from __future__ import annotations`
     s = a if isinstance(a, str) else getattr(a, '__name__', None) if isinstance(a, type) else None
     s = s or inspect.formatannotation(a)
-    return re.sub(r'\b(?:typing|collections\.abc|efficient_attention_nb\.\w+)\.', '', s).replace(' | ', '|')
+    s = re.sub(r'\b(?:typing|collections\.abc|efficient_attention_nb\.\w+)\.', '', s).replace(' | ', '|')
+    return re.sub(r'\bNoneType\b', 'None', s)       # a default of None gives docments the type `NoneType`
 
 def _default(d):
     "A default value as a reader writes it: `tanh`, not `<built-in method tanh of type object at 0x..>`."
@@ -199,19 +200,36 @@ def _renderer():
             return md
     return ArgTableRenderer
 
-class _NoShowDocExec:
-    "nbdev's processors without `exec_show_docs`: show_doc cells keep the outputs saved in the notebook."
-    def __init__(self):
-        from nbdev.processors import FilterDefaults, exec_show_docs
-        self.f = FilterDefaults()
-        self.f.base_procs = lambda: [p for p in FilterDefaults.base_procs(self.f) if p is not exec_show_docs]
-    def __call__(self, nb): return self.f(nb)
+def _only_imports(src):
+    "True when a cell's code is imports only (an `#| export` cell of imports: the page does not show it)."
+    import ast
+    try: tree = ast.parse(_strip_directives(src))
+    except SyntaxError: return False
+    return all(isinstance(t, (ast.Import, ast.ImportFrom)) for t in tree.body)
+
+def _rm_hidden(cell):
+    """nbdev's `rm_export`, except that `#| export` cells stay on the page: the code the prose derives (private
+    helpers, Triton kernels) is shown where it stands, and a public name still gets its API entry after it
+    (nbdev's `add_show_docs`). Hidden cells, `default_exp` and export cells of imports only are removed."""
+    d = cell.directives_ or {}
+    if d.keys() & {'hide', 'default_exp'}: del cell['source']
+    elif d.keys() & {'export', 'exporti'}:
+        if _only_imports(cell.source): del cell['source']
+        else: cell.metadata['tags'] = ['exported']
+
+def _filter(run_show_docs=True):
+    """nbdev's processors (`FilterDefaults`) with `rm_export` replaced by `_rm_hidden`; without `run_show_docs`
+    show_doc cells keep the outputs saved in the notebook."""
+    from nbdev.processors import FilterDefaults, exec_show_docs, rm_export
+    f = FilterDefaults()
+    f.base_procs = lambda: [_rm_hidden if p is rm_export else p for p in FilterDefaults.base_procs(f)
+                            if run_show_docs or p is not exec_show_docs]
+    return f
 
 def _process_one(job):
     "Worker: nbdev's docs processing of one notebook (show_doc with argument tables); returns an error or None."
     src, dst, fallback = job
     import nbdev.showdoc
-    from nbdev.processors import FilterDefaults
     nbdev.showdoc.BasicMarkdownRenderer = _renderer()   # show_doc's default renderer (looked up at call time)
     main = sys.modules['__main__']      # IPython (nbdev's CaptureShell) replaces it; the next job needs it back
     nb = read_nb(src)
@@ -221,7 +239,7 @@ def _process_one(job):
             c.source = '#| eval: false\n' + c.source
     os.environ['IN_TEST'] = '1'         # as nbdev.serve_drv does
     try:
-        (_NoShowDocExec if fallback else FilterDefaults)()(nb)
+        _filter(run_show_docs=not fallback)(nb)
         write_nb(nb, dst)
     except Exception as e:
         cause = f'{type(e.__cause__).__name__}: {e.__cause__}' if e.__cause__ else ''
@@ -300,6 +318,14 @@ def _table_runs(text):
             runs[-1][1].append(lines[i]); i += 1
     return runs
 
+def _breakable_headers(md):
+    "A markdown table's header cells may break after `_` (a zero-width space): `mem_fwdbwd_mb` at its words, no deeper."
+    out = []
+    for is_table, lines in _table_runs(md):
+        if is_table: lines = [lines[0].replace('_', '_\u200b')] + lines[1:]
+        out += lines
+    return ''.join(out)
+
 def _stream_tables(c):
     "Markdown tables a cell printed are shown as tables: the printed text around them stays preformatted."
     outs = []
@@ -308,7 +334,7 @@ def _stream_tables(c):
         if not any(t for t, _ in runs): outs.append(o); continue
         for is_table, lines in runs:
             if is_table: outs.append(dict(output_type='display_data', metadata={},
-                                          data={'text/markdown': ''.join(lines)}))
+                                          data={'text/markdown': _breakable_headers(''.join(lines))}))
             else: outs.append(dict(o, text=''.join(lines)))
     c['outputs'] = outs
 
@@ -327,6 +353,8 @@ def _quarto_opts(nb):
             if o.get('execution_count', 0) is None: o['execution_count'] = 0   # pandoc (README) wants an int here
             data = o.get('data', {})
             if any(k.startswith('image/') for k in data): data.pop('text/plain', None)  # the picture, not its repr
+            if opt('output') != 'asis' and 'text/markdown' in data:
+                data['text/markdown'] = _breakable_headers(''.join(data['text/markdown']))
         if opt('include') == 'false': continue
         if opt('output') == 'false': c.outputs = []
         if opt('output') == 'asis':  # raw markdown output (show_doc): becomes part of the page
@@ -355,6 +383,25 @@ def _links(md, site_url, pages):
     md = re.sub(r'\]\(\.?/?([\w.-]+\.(?:ipynb|html))(#[^)\s]*)?\)', page, md)
     return re.sub(r'\[(`?_\w[\w.]*`?)\]\([^)\s]*#_[^)\s]*\)', r'\1', md)
 
+_IN_PARA = r'(?:(?!\n[ \t]*\n).)'        # any character, a blank line (the paragraph's end) excepted
+_MATH_OR_CODE = re.compile(rf'(`+){_IN_PARA}+?\1'                                        # a code span: left as it is
+                           rf'|\$\${_IN_PARA}+?\$\$'                                    # display math
+                           rf'|(?<![\\$])\$(?=[^\s$]){_IN_PARA}*?(?<=[^\s\\])\$(?!\d)', re.S)   # inline, as dollarmath
+def _keep_math(md):
+    """Math written over several lines kept on one: markdown reads each line's start first, so a line inside a formula
+    that begins `+ `, `- ` or `1. ` becomes a list item, and the TeX around it text (`\,` -> `,`). Code fences and code
+    spans are left alone; a formula with a TeX comment (`%`) keeps its lines."""
+    out, fence = [], None
+    for part in re.split(r'(^[ \t]*(?:```|~~~).*$)', md, flags=re.M):
+        if re.match(r'^[ \t]*(```|~~~)', part):
+            tick = part.strip()[:3]
+            fence = None if fence == tick else (fence or tick)
+            out.append(part); continue
+        if fence: out.append(part); continue
+        out.append(_MATH_OR_CODE.sub(lambda m: m.group(0) if m.group(1) or re.search(r'(?<!\\)%', m.group(0))
+                                     else re.sub(r'[ \t]*\n[ \t]*', ' ', m.group(0)), part))
+    return ''.join(out)
+
 _HEAD = re.compile(r'^(#{1,6}) (\S.*?)\s*$', re.M)
 def _show_doc_ids(md):
     "Give show_doc headings the ids nbdev's links (and Quarto) use: `### LAMA.forward` -> `#lama.forward`."
@@ -362,7 +409,11 @@ def _show_doc_ids(md):
     def anchor(m):
         name = m.group(2)
         if not re.fullmatch(r'[\w.]+', name): return m.group(0)
-        return f'<span class="api-anchor" id="{name.lower()}"></span>\n\n{m.group(0)}'
+        shown = name.replace('_', r'\_').replace('.', '.\u200b')   # `__call__` as written, not bold "call"; a narrow
+        # screen may break a long `Class.method` after its dot (a zero-width space), never inside a name
+        entry = f'```{{index}} single: {name}\n```\n\n'   # the API index (genindex.html) lists it
+        return (f'<span class="api-anchor" id="{name.lower()}"></span>\n\n{entry}{m.group(1)} {shown}'
+                + m.group(0)[m.end(2) - m.start():])
     return _HEAD.sub(anchor, md, count=1)
 
 def _own_api_ids(html):
@@ -381,7 +432,7 @@ def finish(nb, fm, site_url, pages, name):
     cells = _quarto_opts(nb)
     for c in cells:
         if c.cell_type != 'markdown': continue
-        c.source = _links(c.source, site_url, pages)
+        c.source = _keep_math(_links(c.source, site_url, pages))
         c.source = _show_doc_ids(c.source)
     head = f'# {title}\n' + (f'\n> {desc}\n' if desc else '')
     nb.cells = [mk_cell(head, 'markdown')] + cells
@@ -409,7 +460,14 @@ def _copy_mathjax(dst):
         if (es5/d).exists(): shutil.copytree(es5/d, dst/d, dirs_exist_ok=True)
 
 def _toctree(pages):
-    return '```{toctree}\n:hidden:\n:maxdepth: 1\n\n' + '\n'.join(Path(p).stem for p in pages) + '\n```'
+    "The sidebar: the chapters, then the API index (Sphinx's genindex page, listed like a chapter)."
+    return '```{toctree}\n:hidden:\n:maxdepth: 1\n\n' + '\n'.join(Path(p).stem for p in pages) + '\nAPI index <genindex>\n```'
+
+def _notebook_links(nb):
+    "A line under the title: the chapter's notebook to download (Sphinx's download role: a copy on the site) or open on GitHub."
+    cfg, name = get_config(), nb.metadata['efficient_attention_nb']['nb']
+    url = f'{cfg.git_url}/blob/{cfg.branch}/{cfg.nbs_path}/{name}'
+    return mk_cell(f'{{download}}`Download the notebook <_notebooks/{name}>` · [open it on GitHub]({url})', 'markdown')
 
 def render_sphinx(nbs, order, out, site_url):
     "Render finished notebooks {page.ipynb: nb} with Sphinx + myst-nb into `out`; `order` = pages in sidebar order."
@@ -417,7 +475,11 @@ def render_sphinx(nbs, order, out, site_url):
     try:
         home = order[0]
         nbs[home].cells.append(mk_cell(_toctree(order[1:]), 'markdown'))
-        for page, nb in nbs.items(): write_nb(nb, src/page)
+        (src/'_notebooks').mkdir()
+        for page, nb in nbs.items():
+            shutil.copy(NBS/nb.metadata['efficient_attention_nb']['nb'], src/'_notebooks')
+            nb.cells.insert(1, _notebook_links(nb))
+            write_nb(nb, src/page)
         (src/'_pages.json').write_text(json.dumps({Path(p).stem: nb.metadata['efficient_attention_nb']
                                                    for p, nb in nbs.items()}))
         static = src/'_static'

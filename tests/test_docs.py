@@ -277,19 +277,52 @@ def test_browser_next_link_walks_to_the_next_chapter(site):
     assert ' '.join(title.split()[:2]) in re.sub(r'<[^>]+>', ' ', dom.split('next-page', 1)[1][:600]).replace('\n', ' ')
 
 _MEASURE = r"""<script>
+function splitWords(sel) {   // words of these elements drawn over two lines: broken inside a name or a word
+  const out = [];             // (a zero-width space marks a break the page allows; in prose, also after a hyphen)
+  for (const el of document.querySelectorAll(sel)) {
+    const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT); let n;
+    while ((n = w.nextNode())) {
+      const words = n.parentElement.closest('code') ? /[^\s\u200b]+/g : /[^\s\u200b-]+-*/g;
+      for (const m of n.data.matchAll(words)) {
+        const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+        const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+        if (tops.size > 1) out.push(m[0]);
+      }
+    }
+  }
+  return out;
+}
 window.addEventListener('load', () => setTimeout(() => {
   const vw = document.documentElement.clientWidth, r = {vw, page: document.documentElement.scrollWidth, wide: []};
   const toc = document.querySelector('.toc-drawer');
   if (toc && getComputedStyle(toc).position !== 'fixed') r.toc = toc.getBoundingClientRect().right;
   for (const el of document.querySelectorAll('article pre, article .table-wrapper'))
-    if (el.scrollWidth > el.clientWidth + 1) r.wide.push([el.scrollWidth, el.clientWidth, el.textContent.trim().slice(0, 80)]);
+    if (el.scrollWidth > el.clientWidth + 1)
+      r.wide.push([el.scrollWidth, el.clientWidth, el.textContent.trim().slice(0, 80)]);
+  r.split = {th: splitWords('article th'), toc: splitWords('.toc-tree a'), heading: splitWords('article :is(h1,h2,h3,h4,h5,h6)')};
+  r.tocOver = [...document.querySelectorAll('.toc-tree a')].filter(a => toc && getComputedStyle(toc).display !== 'none'
+    && a.getBoundingClientRect().width > 0 && a.scrollWidth > a.clientWidth + 1).map(a => a.textContent);
+  r.imgs = [...document.querySelectorAll('article img')].filter(i => i.naturalWidth).map(i =>
+    [i.getAttribute('src'), i.naturalWidth, i.getBoundingClientRect().width]);
+  r.sigs = [...document.querySelectorAll('article :not(.cell_input) > div[class^=highlight-] pre')].map(p => {
+    const cs = getComputedStyle(p), lh = parseFloat(cs.lineHeight);
+    const h = p.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom);
+    return [p.textContent.replace(/\n$/, '').split('\n').length, Math.round(h / lh), p.textContent.slice(0, 60)];
+  });
+  r.tables = [...document.querySelectorAll('article table')].map(t => {
+    const box = t.closest('.table-wrapper') || t.parentElement, b = box.getBoundingClientRect();
+    return [t.getBoundingClientRect().right, b.right, getComputedStyle(box).overflowX, t.textContent.trim().slice(0, 60)];
+  });
   const out = document.createElement('pre'); out.id = 'site-measure'; out.textContent = JSON.stringify(r);
   document.body.appendChild(out);
 }, 300));
 </script></body>"""
 
+@functools.lru_cache(maxsize=None)
 def _measure(site, page, width):
-    "Widths of `page` at a `width` px window: the page, the contents column's right edge, blocks that scroll sideways."
+    """Measures of `page` at a `width` px window (once per page and width): the page's width, the contents column's
+    right edge, blocks that scroll sideways, words broken over two lines, figures' natural and shown widths,
+    signatures' lines, tables and their boxes."""
     tmp = site/f'_measure_{width}_{page}'           # next to the page: its relative CSS and scripts load
     tmp.write_text((site/page).read_text().replace('</body>', _MEASURE, 1))
     try: dom = _chromium(f'--window-size={width},1600', '--virtual-time-budget=8000', '--dump-dom', url=tmp.as_uri()).stdout
@@ -298,17 +331,180 @@ def _measure(site, page, width):
     assert m, f'{page}: the measuring script did not run'
     return json.loads(unescape(m.group(1)))
 
+def _measure_all(site, width, names=None):
+    from concurrent.futures import ThreadPoolExecutor
+    names = names or _order()
+    with ThreadPoolExecutor(2) as ex: return dict(zip(names, ex.map(lambda n: _measure(site, _page(n), width), names)))
+
 @need_chromium
 @pytest.mark.parametrize('width', [1440, 1600])
 def test_browser_nothing_wider_than_its_column(site, width):
     """At 1440 and 1600 px: no page scrolls sideways, the "On this page" column is whole, and no code block, output
     or table scrolls sideways inside the text column (code and outputs wrap; tables fit)."""
-    from concurrent.futures import ThreadPoolExecutor
     names = _order() if width == 1440 else [n for n in _order() if n in ('index.ipynb', '10_robustness.ipynb')]
-    with ThreadPoolExecutor(2) as ex: rs = dict(zip(names, ex.map(lambda n: _measure(site, _page(n), width), names)))
+    rs = _measure_all(site, width, names)
     problems = []
     for nb, r in rs.items():
         if r['page'] > r['vw']: problems.append(f"{_page(nb)}: the page is {r['page']} px wide in a {r['vw']} px window")
         if r.get('toc', 0) > r['vw'] + 1: problems.append(f"{_page(nb)}: 'On this page' ends at {r['toc']:.0f} px > {r['vw']}")
         problems += [f'{_page(nb)}: a block {w} px wide scrolls in {c} px: {t!r}' for w, c, t in r['wide']]
     assert not problems, '\n'.join(problems)
+
+# ------------------------------------------------------------------------------------------ round 3 (issue 43)
+def _article(html):
+    "The page's article (Furo's <article role=main>), without scripts and styles."
+    a = html.split('<article', 1)[-1].split('</article>', 1)[0]
+    return re.sub(r'<(script|style)\b.*?</\1>', '', a, flags=re.S)
+
+def _text(html): return unescape(re.sub(r'<[^>]+>', '', html))
+
+def _export_cells(nb):
+    "Source of the notebook's `#| export` cells (imports-only cells excepted: the page leaves those out)."
+    import ast
+    out = []
+    for s in _code(nb):
+        if not re.search(r'^\s*#\|\s*export\s*$', s, re.M): continue
+        code = '\n'.join(l for l in s.splitlines() if not re.match(r'\s*#\s*\|', l))
+        try: body = ast.parse(code).body
+        except SyntaxError: body = [None]
+        if all(isinstance(t, (ast.Import, ast.ImportFrom)) for t in body): continue
+        out.append(code)
+    return out
+
+def test_every_exported_cell_is_shown(site):
+    "The code the chapters derive is on the page: every `#| export` cell (private helpers, Triton kernels) as code."
+    missing = []
+    for nb in _order():
+        shown = '\n'.join(_blocks((site/_page(nb)).read_text(), 'cell_input'))
+        for code in _export_cells(nb):
+            first = next(l for l in code.splitlines() if l.strip())
+            if first not in shown: missing.append(f'{_page(nb)}: {first.strip()[:90]!r}')
+    assert not missing, f'{len(missing)} exported cells not shown:\n' + '\n'.join(missing[:40])
+
+_SKIP = re.compile(r'\s+|<!--.*?-->|<span[^>]*></span>|</(li|ul|ol)>', re.S)   # blanks, comments, anchors, a list's end
+_INTRODUCED = re.compile(r'<div class="(cell |cell_input|cell_output|highlight|math|table-wrapper)|<(ul|ol|table|img|figure)\b')
+
+def _prose_before_prose(html):
+    "Paragraphs that end with ':' and are followed by more prose (a paragraph, a heading, a section's end)."
+    art, bad = _article(html), []
+    art = re.sub(r'<div class="cell_output.*?(?=<div class="cell |</section>)', '', art, flags=re.S)   # outputs
+    for m in re.finditer(r'<p>(.*?)</p>', art, re.S):
+        if not _text(m.group(1)).rstrip().endswith(':'): continue
+        i = m.end()
+        while (s := _SKIP.match(art, i)) and s.end() > i: i = s.end()
+        nxt = art[i:i + 60]
+        if _INTRODUCED.match(nxt): continue
+        bad.append(f'{_text(m.group(1)).strip()[-90:]!r} -> {nxt[:40]!r}')
+    return bad
+
+def test_a_colon_introduces_code_or_a_figure(site):
+    """A paragraph that ends with ':' introduces what follows it: code, a figure, a formula, a list or a table,
+    never more prose (the sign that the cell it introduces is missing from the page)."""
+    bad = [f'{_page(nb)}: {b}' for nb in _order() for b in _prose_before_prose((site/_page(nb)).read_text())]
+    assert not bad, f'{len(bad)} paragraphs end with ":" and are followed by prose:\n' + '\n'.join(bad)
+
+def test_no_raw_latex_outside_math(site):
+    "No `$` or `\\command` in the text of a page outside its math elements, code and outputs (a formula markdown broke)."
+    bad = []
+    for nb in _order():
+        art = _article((site/_page(nb)).read_text())
+        for pat in (r'<(span|div) class="math[^"]*"[^>]*>.*?</\1>', r'<pre\b.*?</pre>', r'<code\b.*?</code>'):
+            art = re.sub(pat, ' ', art, flags=re.S)
+        text = _text(art)
+        bad += [f'{_page(nb)}: ...{text[max(0, m.start() - 60): m.end() + 30]!r}'.replace('\\n', ' ')
+                for m in re.finditer(r'\$|\\[A-Za-z]+', text)]
+    assert not bad, f'{len(bad)} raw TeX fragments:\n' + '\n'.join(bad[:20])
+
+def test_api_headings_show_names_as_written(site):
+    "An API heading reads as its name: `PeakMemoryServer.__call__`, not `PeakMemoryServer.**call**`."
+    bad, n = [], 0
+    for nb in _order():
+        html = (site/_page(nb)).read_text()
+        for m in re.finditer(r'<span class="api-anchor" id="([^"]+)"></span>.*?<h\d[^>]*>(.*?)</h\d>', html, re.S):
+            n += 1
+            shown = _text(m.group(2)).replace('¶', '').replace('\u200b', '').strip()
+            if shown.lower() != m.group(1): bad.append(f'{_page(nb)}: #{m.group(1)} reads {shown!r}: {m.group(2)[:90]!r}')
+    assert n and not bad, '\n'.join(bad)
+
+def test_types_read_none_not_nonetype(site):
+    bad = [_page(nb) for nb in _order() if 'NoneType' in _text(_article((site/_page(nb)).read_text()))]
+    assert not bad, f'NoneType shown as a type on {bad}'
+
+def test_reader_conveniences(site):
+    """Copy buttons (sphinx-copybutton), the version atop the sidebar, a populated API index linked from the sidebar,
+    and per chapter: its notebook to download (a copy on the site), on GitHub, and an "edit this page" link."""
+    cfg = {k.strip(): v.strip() for k, v in re.findall(r'^(\w+)\s*=\s*(.*)$', (ROOT/'settings.ini').read_text(), re.M)}
+    gi = (site/'genindex.html').read_text()
+    entries = re.findall(r'<li><a href="([\w.-]+\.html)#[^"]+">', gi)
+    names = {n for nb in _order() for n in _show_docs(nb)}
+    assert len(entries) >= len(names) > 0, f'genindex.html lists {len(entries)} entries for {len(names)} API names'
+    for nb in _order():
+        html = (site/_page(nb)).read_text()
+        assert 'copybutton.js' in html, f'{_page(nb)}: no copy button script'
+        brand = re.search(r'class="sidebar-brand-text">(.*?)<', html, re.S)
+        assert brand and cfg['version'] in brand.group(1), f'{_page(nb)}: no version in the sidebar brand'
+        assert 'href="genindex.html"' in html, f'{_page(nb)}: the sidebar does not link the API index'
+        dl = re.search(r'href="(_downloads/[^"]+/' + re.escape(nb) + ')"', html)
+        assert dl and (site/unescape(dl.group(1))).is_file(), f'{_page(nb)}: no download link to {nb}'
+        for kind in ('blob', 'edit'):
+            url = f"{cfg['git_url']}/{kind}/{cfg['branch']}/{cfg['nbs_path']}/{nb}"
+            assert f'href="{url}"' in html, f'{_page(nb)}: no link {url}'
+
+def _png_dpi(path):
+    "The resolution matplotlib wrote into a PNG (pixels per inch of the figure), or None."
+    from PIL import Image
+    try: dpi = Image.open(path).info.get('dpi')
+    except Exception: return None
+    return dpi[0] if dpi else None
+
+@need_chromium
+def test_browser_figures_legible(site):
+    """At 1440 px every figure is shown at >= 80 px per inch of the matplotlib figure (the resolution in its PNG), so
+    8-point legend text is >= 8.9 px on screen: a figure wider than the column is not shrunk below that, it scrolls
+    in its own box. A picture without a resolution is never shown below its natural size."""
+    bad = []
+    for nb, r in _measure_all(site, 1440).items():
+        for src, natural, shown in r['imgs']:
+            dpi = None if src.startswith('data:') else _png_dpi(site/src)
+            if dpi and dpi * shown / natural < 79.5:
+                bad.append(f'{_page(nb)}: {src} shown at {dpi * shown / natural:.0f} px per figure inch '
+                           f'({shown:.0f} of {natural} px at {dpi:.0f} dpi: 8-pt text is {8 / 72 * dpi * shown / natural:.1f} px)')
+            elif not dpi and shown < natural - 1: bad.append(f'{_page(nb)}: {src} shrunk to {shown / natural:.0%}')
+    assert not bad, '\n'.join(bad)
+
+@need_chromium
+@pytest.mark.parametrize('width', [1440, 390])
+def test_browser_identifiers_and_headers_whole(site, width):
+    "Table headers, headings and table-of-contents entries break between words, never inside a word or a name."
+    bad = []
+    for nb, r in _measure_all(site, width).items():
+        bad += [f'{_page(nb)}: {k} {w!r} broken over two lines' for k, ws in r['split'].items() for w in ws]
+        bad += [f'{_page(nb)}: table-of-contents entry {t!r} cut off' for t in r['tocOver']]
+    assert not bad, '\n'.join(bad)
+
+@need_chromium
+def test_browser_phone_layout(site):
+    """At 390 px (a phone): no page scrolls sideways; an API signature is not wrapped (each continuation line keeps its
+    indent: it scrolls in its own box); a table fits the screen or scrolls in its own box."""
+    bad = []
+    for nb, r in _measure_all(site, 390).items():
+        if r['page'] > r['vw']: bad.append(f"{_page(nb)}: the page is {r['page']} px wide in a {r['vw']} px window")
+        bad += [f'{_page(nb)}: signature of {n} lines drawn on {m}: {t!r}' for n, m, t in r['sigs'] if m != n]
+        bad += [f'{_page(nb)}: table ends at {tr:.0f} px, its box at {br:.0f} px ({ov}): {t!r}'
+                for tr, br, ov, t in r['tables'] if (tr > br + 1 and ov not in ('auto', 'scroll')) or br > r['vw'] + 1]
+    assert not bad, '\n'.join(bad[:30])
+
+@need_chromium
+def test_browser_search_results_have_excerpts(site):
+    """Served over HTTP (as GitHub Pages serves it), search lists each page with an excerpt around the term (Sphinx
+    fetches the page for it; a browser opening the files directly blocks that fetch, so there titles only)."""
+    import http.server, threading
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a: None
+    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try: dom = _chromium('--virtual-time-budget=15000', '--dump-dom',
+                         url=f'http://127.0.0.1:{srv.server_address[1]}/search.html?q=LAMAPooler').stdout
+    finally: srv.shutdown()
+    res = dom.split('id="search-results"', 1)[-1]
+    assert re.search(r'<p class="context">.*?LAMAPooler', res, re.S), 'search results have no excerpts'
