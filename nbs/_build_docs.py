@@ -409,8 +409,9 @@ def _show_doc_ids(md):
     def anchor(m):
         name = m.group(2)
         if not re.fullmatch(r'[\w.]+', name): return m.group(0)
-        shown = name.replace('_', r'\_').replace('.', '.\u200b')   # `__call__` as written, not bold "call"; a narrow
-        # screen may break a long `Class.method` after its dot (a zero-width space), never inside a name
+        shown = name.replace('_', r'\_')          # `__call__` as written, not bold "call"
+        if len(name) > 24: shown = shown.replace('.', '.\u200b')   # a phone may break a long `Class.method` after its
+        # dot (a zero-width space: the names themselves stay whole; short ones, copied from the heading, have none)
         entry = f'```{{index}} single: {name}\n```\n\n'   # the API index (genindex.html) lists it
         return (f'<span class="api-anchor" id="{name.lower()}"></span>\n\n{entry}{m.group(1)} {shown}'
                 + m.group(0)[m.end(2) - m.start():])
@@ -466,7 +467,7 @@ def _toctree(pages):
 def _notebook_links(nb):
     "A line under the title: the chapter's notebook to download (Sphinx's download role: a copy on the site) or open on GitHub."
     cfg, name = get_config(), nb.metadata['efficient_attention_nb']['nb']
-    url = f'{cfg.git_url}/blob/{cfg.branch}/{cfg.nbs_path}/{name}'
+    url = f'{cfg.git_url}/blob/{cfg.branch}/{Path(cfg.nbs_path).relative_to(cfg.config_path).as_posix()}/{name}'
     return mk_cell(f'{{download}}`Download the notebook <_notebooks/{name}>` · [open it on GitHub]({url})', 'markdown')
 
 def render_sphinx(nbs, order, out, site_url):

@@ -120,7 +120,7 @@ def test_sidebar_previous_next_follow_the_chapters(pages):
     for i, (nb, p) in enumerate(pages.items()):
         chapters = [h.split('#')[0] for h in p.side if not re.match(r'^[a-z]+:', h)]
         chapters = [h if h not in ('#', '') else _page(nb) for h in chapters]
-        assert chapters == order[1:], f'{_page(nb)}: sidebar {chapters}'
+        assert chapters == order[1:] + ['genindex.html'], f'{_page(nb)}: sidebar {chapters}'   # then the API index
         assert p.next == (order[i + 1] if i + 1 < len(order) else None), f'{_page(nb)}: next link {p.next}'
         if i: assert p.prev == order[i - 1], f'{_page(nb)}: previous link {p.prev}'
 
@@ -300,8 +300,9 @@ window.addEventListener('load', () => setTimeout(() => {
     if (el.scrollWidth > el.clientWidth + 1)
       r.wide.push([el.scrollWidth, el.clientWidth, el.textContent.trim().slice(0, 80)]);
   r.split = {th: splitWords('article th'), toc: splitWords('.toc-tree a'), heading: splitWords('article :is(h1,h2,h3,h4,h5,h6)')};
-  r.tocOver = [...document.querySelectorAll('.toc-tree a')].filter(a => toc && getComputedStyle(toc).display !== 'none'
-    && a.getBoundingClientRect().width > 0 && a.scrollWidth > a.clientWidth + 1).map(a => a.textContent);
+  const tocBox = document.querySelector('.toc-scroll');   // an entry wider than the column: cut off or scrolled
+  r.tocOver = [...document.querySelectorAll('.toc-tree a')].filter(a => tocBox && a.getBoundingClientRect().width > 0
+    && a.getBoundingClientRect().right > tocBox.getBoundingClientRect().right + 1).map(a => a.textContent);
   r.imgs = [...document.querySelectorAll('article img')].filter(i => i.naturalWidth).map(i =>
     [i.getAttribute('src'), i.naturalWidth, i.getBoundingClientRect().width]);
   r.sigs = [...document.querySelectorAll('article :not(.cell_input) > div[class^=highlight-] pre')].map(p => {
@@ -446,9 +447,9 @@ def test_reader_conveniences(site):
         assert 'href="genindex.html"' in html, f'{_page(nb)}: the sidebar does not link the API index'
         dl = re.search(r'href="(_downloads/[^"]+/' + re.escape(nb) + ')"', html)
         assert dl and (site/unescape(dl.group(1))).is_file(), f'{_page(nb)}: no download link to {nb}'
-        for kind in ('blob', 'edit'):
+        for kind, where in (('blob', _article(html)), ('edit', html)):   # on GitHub under the title; edit atop the page
             url = f"{cfg['git_url']}/{kind}/{cfg['branch']}/{cfg['nbs_path']}/{nb}"
-            assert f'href="{url}"' in html, f'{_page(nb)}: no link {url}'
+            assert f'href="{url}"' in where, f'{_page(nb)}: no link {url}'
 
 def _png_dpi(path):
     "The resolution matplotlib wrote into a PNG (pixels per inch of the figure), or None."
