@@ -76,6 +76,9 @@ def _default(d):
     return getattr(d, '__name__', None) or repr(d)
 
 def _cell(s): return str(s).replace('|', '\\|').replace('\n', ' ')
+def _type_cell(a):
+    "A type in the argument table: a narrow screen may break a union after its `|` (a zero-width space), not in a name."
+    return _cell(_anno(a)).replace('\\|', '\\|\u200b')
 
 def _library_twin(sym):
     """The package's own class for a class the notebook defined: docments read a class's source, and Python cannot
@@ -119,10 +122,10 @@ def arg_table(sym):
     except Exception: pass
     star = lambda k: ('**' if kinds.get(k) == inspect.Parameter.VAR_KEYWORD else
                       '*' if kinds.get(k) == inspect.Parameter.VAR_POSITIONAL else '') + k
-    rows += [f"| `{star(k)}` | {_cell(_anno(v.get('anno', inspect.Parameter.empty)))} | {_cell(default(v))} "
+    rows += [f"| `{star(k)}` | {_type_cell(v.get('anno', inspect.Parameter.empty))} | {_cell(default(v))} "
              f"| {_cell(v.get('docment') or '')} |" for k, v in dm.items()]
     if ret.get('docment') or (ret.get('anno', inspect.Parameter.empty) not in (inspect.Parameter.empty, None)):
-        rows.append(f"| **Returns** | {_cell(_anno(ret.get('anno', inspect.Parameter.empty)))} | "
+        rows.append(f"| **Returns** | {_type_cell(ret.get('anno', inspect.Parameter.empty))} | "
                     f"| {_cell(ret.get('docment') or '')} |")
     return '\n'.join(rows)
 
