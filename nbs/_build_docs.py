@@ -6,14 +6,17 @@ these machines (its PyPI package downloads the binary at install time), so this 
 hands the processed notebooks to a well-kept engine instead:
 
 1. **nbdev processing**: `nbdev.processors.FilterDefaults` per notebook, in parallel (what `nbdev_proc_nbs` does),
-   with one change: `show_doc` renders each signature with an argument table built by fastcore's `DocmentTbl` from
-   the docments (nbdev's `renderer` hook; nbdev 2.4.14's default renders the docments as comments only).
+   with two changes: `show_doc` renders each signature with an argument table built from the docments (nbdev's
+   `renderer` hook; nbdev 2.4.14's default renders the docments as comments only), and `#| export` cells stay on the
+   page as code (the helpers and Triton kernels the prose derives), a public name's API entry after its cell.
 2. **Quarto's part**: the Quarto cell options nbdev leaves (`echo`, `output`, `include`, `code-fold`) are applied,
-   `show_doc` output becomes page content with the heading ids nbdev's links use (`#lama.forward`), links to the
-   published site become relative, links to private names (no anchor on any page) become plain code.
+   `show_doc` output becomes page content with the heading ids nbdev's links use (`#lama.forward`) and an API index
+   entry, links to the published site become relative, links to private names (no anchor on any page) become plain
+   code, and math written over several lines is joined onto one (so markdown cannot read a line of it as a list).
 3. **Rendering**: Sphinx with myst-nb (no execution: the saved outputs are shown) and the Furo theme: search,
-   previous/next, sidebar, table of contents, "view source" links. Math by MathJax 3 from `npm install mathjax@3`
-   into an ignored folder (`nbs/_docs_deps/`); no script is loaded from a CDN, so the site works offline.
+   previous/next, sidebar, table of contents, API index, copy buttons (sphinx-copybutton), "view source" and "edit"
+   links, each chapter's notebook to download. Math by MathJax 3 from `npm install mathjax@3` into an ignored
+   folder (`nbs/_docs_deps/`); no script is loaded from a CDN, so the site works offline.
 
 README.md (GitHub markdown) is written from index.ipynb by the same steps and pandoc (pypandoc-binary).
 
