@@ -137,54 +137,61 @@ def _dphi(f, PHI: tl.constexpr):
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-load
 @_jit
-def _load_chunk(Q, K, V, M, b, h, rows, rd, re, n, d, e, sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, smb, smn,
-                HAS_MASK: tl.constexpr, PHI: tl.constexpr):
+def _at(b, h, rows, cols, s):
+    "Offsets of `rows` × `cols` of head (b, h) in a (b, h, n, ·) tensor of strides `s`, its last stride 1."
+    return b * s[0] + h * s[1] + rows[:, None] * s[2] + cols[None, :]
+
+@_jit
+def _at_bnh(b, h, rows, cols, n, H, x):
+    "The same in the (b, n, h, x) layout that the launchers write, seen as (b, h, n, x)."
+    return ((b * n + rows[:, None]) * H + h) * x + cols[None, :]
+
+@_jit
+def _load_chunk(Q, K, V, M, sq, sk, sv, b, h, rows, rd, re, n, d, e, PHI: tl.constexpr):
     "Positions `rows` of head (b, h): φq, φk (C, BD), v (C, BE), zeros past n; φk and v zeroed where the mask drops."
     rm = rows < n
     md, me = rm[:, None] & (rd < d)[None, :], rm[:, None] & (re < e)[None, :]
-    q = _phi(tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + rd[None, :], mask=md, other=0.), md, PHI)
-    k = _phi(tl.load(K + b * skb + h * skh + rows[:, None] * skn + rd[None, :], mask=md, other=0.), md, PHI)
-    v = tl.load(V + b * svb + h * svh + rows[:, None] * svn + re[None, :], mask=me, other=0.)
+    q = _phi(tl.load(Q + _at(b, h, rows, rd, sq), mask=md, other=0.), md, PHI)
+    k = _phi(tl.load(K + _at(b, h, rows, rd, sk), mask=md, other=0.), md, PHI)
+    v = tl.load(V + _at(b, h, rows, re, sv), mask=me, other=0.)
     keep = rm
-    if HAS_MASK:                                                           # padded keys: inert
-        keep = tl.load(M + b * smb + rows * smn, mask=rm, other=0) != 0
+    if M is not None:                                                      # padded keys: inert
+        keep = tl.load(M + b * n + rows, mask=rm, other=0) != 0
         k = tl.where(keep[:, None], k, 0.)
         v = tl.where(keep[:, None], v, 0.)
     return q.to(Q.dtype.element_ty), k.to(K.dtype.element_ty), v, keep
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-fwd
 @_jit
-def _cla_fwd_kernel(Q, K, V, M, S0, Z0, O, DEN, SN, ZN, n, d, e, eps,
-                    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, smb, smn,
-                    H: tl.constexpr, C: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr, HAS_MASK: tl.constexpr,
-                    HAS_S0: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
-    pe, pbh = tl.program_id(0), tl.program_id(1)                           # value block, head
-    b, h = pbh // H, pbh % H
+def _cla_fwd_kernel(Q, K, V, M, S0, O, DEN, SN, sq, sk, sv, n, d, e, eps, C: tl.constexpr, BD: tl.constexpr,
+                    BE: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
+    "One block of value columns of one head: the chunks in order. S0 (or None), SN: the state's pointers (S, z)."
+    pe, h, b = tl.program_id(0), tl.program_id(1), tl.program_id(2)       # value block, head, batch item
+    H = tl.num_programs(1)
     rc, rd, re = tl.arange(0, C), tl.arange(0, BD), pe * BE + tl.arange(0, BE)
     sm = (rd < d)[:, None] & (re < e)[None, :]
-    st = (pbh * d + rd[:, None]) * e + re[None, :]                         # into a (b, h, d, e) state
+    st, zt = ((b * H + h) * d + rd[:, None]) * e + re[None, :], (b * H + h) * d + rd      # into (b, h, d, ·) states
     S = tl.zeros((BD, BE), tl.float32)                                     # S: on chip, float32
     z = tl.zeros((BD,), tl.float32)                                        # z
-    if HAS_S0:
-        S += tl.load(S0 + st, mask=sm, other=0.)
-        z += tl.load(Z0 + pbh * d + rd, mask=rd < d, other=0.)
+    if S0 is not None:
+        S += tl.load(S0[0] + st, mask=sm, other=0.)
+        z += tl.load(S0[1] + zt, mask=rd < d, other=0.)
     causal = rc[:, None] >= rc[None, :]
     for t0 in range(0, n, C):                                              # the chunks, in order
         rows = t0 + rc
-        q, k, v, _ = _load_chunk(Q, K, V, M, b, h, rows, rd, re, n, d, e, sqb, sqh, sqn, skb, skh, skn,
-                                 svb, svh, svn, smb, smn, HAS_MASK, PHI)                             # φQ_t, φK_t, V_t
+        q, k, v, _ = _load_chunk(Q, K, V, M, sq, sk, sv, b, h, rows, rd, re, n, d, e, PHI)         # φQ_t, φK_t, V_t
         A = tl.where(causal, tl.dot(q, tl.trans(k), input_precision=PREC), 0.)                       # A_t
         num = tl.dot(q.to(STATE_DT), S.to(STATE_DT), input_precision=PREC)                            # φQ_t S
         num += tl.dot(A.to(v.dtype), v, input_precision=PREC)                                         # + A_t V_t
         den = tl.sum(q.to(tl.float32) * z[None, :], 1) + tl.sum(A, 1)                                 # φQ_t z + A_t 1
         o = num / tl.maximum(den, eps)[:, None]                                                       # O_t
-        tl.store(O + b * sob + h * soh + rows[:, None] * son + re[None, :], o.to(O.dtype.element_ty),
+        tl.store(O + _at_bnh(b, h, rows, re, n, H, e), o.to(O.dtype.element_ty),
                  mask=(rows < n)[:, None] & (re < e)[None, :])
-        if pe == 0: tl.store(DEN + pbh * n + rows, den, mask=rows < n)    # kept for the backward pass
+        if pe == 0: tl.store(DEN + (b * H + h) * n + rows, den, mask=rows < n)     # kept for the backward pass
         S += tl.dot(tl.trans(k), v, input_precision=PREC)                                             # S += φK_tᵀ V_t
         z += tl.sum(k.to(tl.float32), 0)                                                              # z += φK_tᵀ 1
-    tl.store(SN + st, S, mask=sm)                                          # the state after position n
-    if pe == 0: tl.store(ZN + pbh * d + rd, z, mask=rd < d)
+    tl.store(SN[0] + st, S, mask=sm)                                       # the state after position n
+    if pe == 0: tl.store(SN[1] + zt, z, mask=rd < d)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-launch
 def _config(n:int, dtype:torch.dtype) -> dict:
@@ -199,30 +206,27 @@ def _heads_view(b, n, h, x, like) -> torch.Tensor:
     return torch.empty(b, n, h, x, device=like.device, dtype=like.dtype).transpose(1, 2)
 
 def _fwd_launch(q, k, v, mask, s0, z0, eps:float, phi:int=0):
-    "Run the forward kernel: (output, denominators, S after n, z after n); `phi` is the feature map's `PHI`."
+    """Run the forward kernel: (output, denominators, S after n, z after n); `phi` is the feature map's `PHI`;
+    `mask` a contiguous (b, n) tensor of 0 and 1 (or None)."""
     (b, h, n, d), e = q.shape, v.shape[-1]
     o, den = _heads_view(b, n, h, e, v), q.new_empty(b, h, n, dtype=torch.float32)
     sn, zn = q.new_empty(b, h, d, e, dtype=torch.float32), q.new_empty(b, h, d, dtype=torch.float32)
     cfg = _config(n, q.dtype); BE = min(cfg.pop('BE'), _blk(e))
-    m = mask if mask is not None else den                                  # a placeholder pointer when unused
     with _device_of(q):
-        _cla_fwd_kernel[(triton.cdiv(e, BE), b * h)](
-            q, k, v, m, default(s0, sn), default(z0, zn), o, den, sn, zn, n, d, e, eps,
-            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-            *(mask.stride() if mask is not None else (0, 0)), H=h, BD=_blk(d), BE=BE,
-            HAS_MASK=mask is not None, HAS_S0=s0 is not None, PHI=phi, **cfg)
+        _cla_fwd_kernel[(triton.cdiv(e, BE), h, b)](
+            q, k, v, mask, None if s0 is None else (s0, z0), o, den, (sn, zn), q.stride(), k.stride(), v.stride(),
+            n, d, e, eps, BD=_blk(d), BE=BE, PHI=phi, **cfg)
     return o, den, sn, zn
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-gparts
 @_jit
-def _grad_parts(DO, O, DEN, b, h, pbh, rows, re, n, e, eps, sgb, sgh, sgn, sob, soh, son, v, causal,
-                PREC: tl.constexpr):
+def _grad_parts(DO, O, DEN, sg, b, h, H, rows, re, n, e, eps, v, causal, PREC: tl.constexpr):
     "g = ∂L/∂num, γ = ∂L/∂den and B_t = tril(g V_tᵀ + γ 1ᵀ) of the chunk at `rows`."
     rm = rows < n
     me = rm[:, None] & (re < e)[None, :]
-    do = tl.load(DO + b * sgb + h * sgh + rows[:, None] * sgn + re[None, :], mask=me, other=0.).to(tl.float32)
-    o = tl.load(O + b * sob + h * soh + rows[:, None] * son + re[None, :], mask=me, other=0.).to(tl.float32)
-    den = tl.load(DEN + pbh * n + rows, mask=rm, other=1.)
+    do = tl.load(DO + _at(b, h, rows, re, sg), mask=me, other=0.).to(tl.float32)
+    o = tl.load(O + _at_bnh(b, h, rows, re, n, H, e), mask=me, other=0.).to(tl.float32)
+    den = tl.load(DEN + (b * H + h) * n + rows, mask=rm, other=1.)
     g = do / tl.maximum(den, eps)[:, None]                                                            # g
     gam = tl.where(den >= eps, -tl.sum(do * o, 1) / tl.maximum(den, eps), 0.)                         # γ
     B = tl.where(causal, tl.dot(g.to(v.dtype), tl.trans(v), input_precision=PREC) + gam[:, None], 0.)  # B_t
@@ -250,60 +254,69 @@ def _dkdv_chunk(q, k, v, g, gam, B, R, r, causal, STATE_DT: tl.constexpr, PREC: 
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-bwd
 @_jit
-def _cla_bwd_kernel(Q, K, V, M, DO, O, DEN, S0, Z0, DSN, DZN, DQ, DK, DV, DS0, DZ0, n, d, e, eps,
-                    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sgb, sgh, sgn, sob, soh, son,
-                    sdqb, sdqh, sdqn, sdkb, sdkh, sdkn, sdvb, sdvh, sdvn, smb, smn,
-                    H: tl.constexpr, C: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr, HAS_MASK: tl.constexpr,
-                    HAS_S0: tl.constexpr, HAS_DSN: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr,
-                    PREC: tl.constexpr):
-    fwd, pbh = tl.program_id(0) == 0, tl.program_id(1); b, h = pbh // H, pbh % H     # which walk, which head
+def _cla_dq_kernel(Q, K, V, M, DO, O, DEN, S0, DQ, sq, sk, sv, sg, n, d, e, eps, C: tl.constexpr,
+                   BD: tl.constexpr, BE: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
+    "∂q of one head: the chunks in order, with the forward's state (S, z) on chip from S0 (or zero)."
+    h, b = tl.program_id(1), tl.program_id(2)
+    H = tl.num_programs(1)
     rc, rd, re = tl.arange(0, C), tl.arange(0, BD), tl.arange(0, BE)
-    sm, st = (rd < d)[:, None] & (re < e)[None, :], (pbh * d + rd[:, None]) * e + re[None, :]
-    S, z = tl.zeros((BD, BE), tl.float32), tl.zeros((BD,), tl.float32)    # (S, z) forwards, (R, r) backwards
-    if fwd and HAS_S0:
-        S += tl.load(S0 + st, mask=sm, other=0.)
-        z += tl.load(Z0 + pbh * d + rd, mask=rd < d, other=0.)
-    if (not fwd) and HAS_DSN:
-        S += tl.load(DSN + st, mask=sm, other=0.)
-        z += tl.load(DZN + pbh * d + rd, mask=rd < d, other=0.)
+    S, z = tl.zeros((BD, BE), tl.float32), tl.zeros((BD,), tl.float32)
+    if S0 is not None:
+        S += tl.load(S0[0] + ((b * H + h) * d + rd[:, None]) * e + re[None, :],
+                     mask=(rd < d)[:, None] & (re < e)[None, :], other=0.)
+        z += tl.load(S0[1] + (b * H + h) * d + rd, mask=rd < d, other=0.)
+    causal = rc[:, None] >= rc[None, :]
+    for t0 in range(0, n, C):                                              # forwards in time
+        rows = t0 + rc
+        q, k, v, _ = _load_chunk(Q, K, V, M, sq, sk, sv, b, h, rows, rd, re, n, d, e, PHI)
+        g, gam, B = _grad_parts(DO, O, DEN, sg, b, h, H, rows, re, n, e, eps, v, causal, PREC)
+        dq, S, z = _dq_chunk(g, gam, B, k, v, S, z, STATE_DT, PREC)
+        dq *= _dphi(q, PHI)                                                # ∂L/∂q = ∂L/∂φq ⊙ φ'(q)
+        tl.store(DQ + _at_bnh(b, h, rows, rd, n, H, d), dq.to(DQ.dtype.element_ty),
+                 mask=(rows < n)[:, None] & (rd < d)[None, :])
+
+# %% ../nbs/06b_hardware.ipynb #06bhardware-tr-bwd-kv
+@_jit
+def _cla_dkdv_kernel(Q, K, V, M, DO, O, DEN, DSN, DK, DV, DS0, sq, sk, sv, sg, n, d, e, eps, C: tl.constexpr,
+                     BD: tl.constexpr, BE: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
+    "∂k, ∂v of one head: the chunks in reverse, with (R, r) on chip from DSN = (∂L/∂S_n, ∂L/∂z_n) (or zero)."
+    h, b = tl.program_id(1), tl.program_id(2)
+    H = tl.num_programs(1)
+    rc, rd, re = tl.arange(0, C), tl.arange(0, BD), tl.arange(0, BE)
+    sm = (rd < d)[:, None] & (re < e)[None, :]
+    st, zt = ((b * H + h) * d + rd[:, None]) * e + re[None, :], (b * H + h) * d + rd
+    R, r = tl.zeros((BD, BE), tl.float32), tl.zeros((BD,), tl.float32)
+    if DSN is not None:
+        R += tl.load(DSN[0] + st, mask=sm, other=0.)
+        r += tl.load(DSN[1] + zt, mask=rd < d, other=0.)
     N, causal = tl.cdiv(n, C), rc[:, None] >= rc[None, :]
-    for i in range(0, N):
-        rows = (i if fwd else N - 1 - i) * C + rc
+    for i in range(0, N):                                                  # backwards in time
+        rows = (N - 1 - i) * C + rc
         md, me = (rows < n)[:, None] & (rd < d)[None, :], (rows < n)[:, None] & (re < e)[None, :]
-        q, k, v, keep = _load_chunk(Q, K, V, M, b, h, rows, rd, re, n, d, e, sqb, sqh, sqn, skb, skh, skn,
-                                    svb, svh, svn, smb, smn, HAS_MASK, PHI)
-        g, gam, B = _grad_parts(DO, O, DEN, b, h, pbh, rows, re, n, e, eps, sgb, sgh, sgn, sob, soh, son, v,
-                                causal, PREC)
-        if fwd:
-            dq, S, z = _dq_chunk(g, gam, B, k, v, S, z, STATE_DT, PREC)
-            dq *= _dphi(q, PHI)                                            # ∂L/∂q = ∂L/∂φq ⊙ φ'(q)
-            tl.store(DQ + b * sdqb + h * sdqh + rows[:, None] * sdqn + rd[None, :], dq.to(DQ.dtype.element_ty), mask=md)
-        else:
-            dk, dv, S, z = _dkdv_chunk(q, k, v, g, gam, B, S, z, causal, STATE_DT, PREC)
-            dk *= _dphi(k, PHI)                                            # ∂L/∂k = ∂L/∂φk ⊙ φ'(k)
-            tl.store(DK + b * sdkb + h * sdkh + rows[:, None] * sdkn + rd[None, :],
-                     tl.where(keep[:, None], dk, 0.).to(DK.dtype.element_ty), mask=md)
-            tl.store(DV + b * sdvb + h * sdvh + rows[:, None] * sdvn + re[None, :],
-                     tl.where(keep[:, None], dv, 0.).to(DV.dtype.element_ty), mask=me)
-    if not fwd:
-        tl.store(DS0 + st, S, mask=sm)                                    # ∂L/∂S₀ = R, ∂L/∂z₀ = r
-        tl.store(DZ0 + pbh * d + rd, z, mask=rd < d)
+        q, k, v, keep = _load_chunk(Q, K, V, M, sq, sk, sv, b, h, rows, rd, re, n, d, e, PHI)
+        g, gam, B = _grad_parts(DO, O, DEN, sg, b, h, H, rows, re, n, e, eps, v, causal, PREC)
+        dk, dv, R, r = _dkdv_chunk(q, k, v, g, gam, B, R, r, causal, STATE_DT, PREC)
+        dk *= _dphi(k, PHI)                                                # ∂L/∂k = ∂L/∂φk ⊙ φ'(k)
+        tl.store(DK + _at_bnh(b, h, rows, rd, n, H, d), tl.where(keep[:, None], dk, 0.).to(DK.dtype.element_ty),
+                 mask=md)
+        tl.store(DV + _at_bnh(b, h, rows, re, n, H, e), tl.where(keep[:, None], dv, 0.).to(DV.dtype.element_ty),
+                 mask=me)
+    tl.store(DS0[0] + st, R, mask=sm)                                      # ∂L/∂S₀ = R, ∂L/∂z₀ = r
+    tl.store(DS0[1] + zt, r, mask=rd < d)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-bwd-launch
 def _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps:float, phi:int=0):
-    "Run the backward kernel: (dq, dk, dv, dS₀, dz₀), the last two float32; dq and dk of the raw q and k."
+    "Run the two backward kernels: (dq, dk, dv, dS₀, dz₀), the last two float32; dq and dk of the raw q and k."
     (b, h, n, d), e = q.shape, v.shape[-1]
     dq, dk, dv = _heads_view(b, n, h, d, q), _heads_view(b, n, h, d, k), _heads_view(b, n, h, e, v)
     ds0, dz0 = q.new_empty(b, h, d, e, dtype=torch.float32), q.new_empty(b, h, d, dtype=torch.float32)
     cfg = _config(n, q.dtype); cfg.pop('BE')
-    m = mask if mask is not None else den
+    both = dict(n=n, d=d, e=e, eps=eps, BD=_blk(d), BE=_blk(e), PHI=phi, **cfg)
+    strides = dict(sq=q.stride(), sk=k.stride(), sv=v.stride(), sg=do.stride())
     with _device_of(q):
-        _cla_bwd_kernel[(2, b * h)](
-            q, k, v, m, do, o, den, default(s0, ds0), default(z0, dz0), default(dsn, ds0), default(dzn, dz0),
-            dq, dk, dv, ds0, dz0, n, d, e, eps, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
-            *o.stride()[:3], *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3],
-            *(mask.stride() if mask is not None else (0, 0)), H=h, BD=_blk(d), BE=_blk(e),
-            HAS_MASK=mask is not None, HAS_S0=s0 is not None, HAS_DSN=dsn is not None, PHI=phi, **cfg)
+        _cla_dq_kernel[(1, h, b)](q, k, v, mask, do, o, den, None if s0 is None else (s0, z0), dq, **strides, **both)
+        _cla_dkdv_kernel[(1, h, b)](q, k, v, mask, do, o, den, None if dsn is None else (dsn, dzn), dk, dv,
+                                    (ds0, dz0), **strides, **both)
     return dq, dk, dv, ds0, dz0
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-op
@@ -391,7 +404,7 @@ def _triton(q, k, v, *, mask, feature_map, eps, initial_state, return_state, for
     if initial_state is not None:
         _check_state(initial_state, b, h, d, e)
         s0, z0 = (t.to(q.device, torch.float32).contiguous() for t in initial_state)
-    m = None if mask is None else mask.view(torch.uint8)                  # the same bytes, read as 0 or 1
+    m = None if mask is None else mask.contiguous().view(torch.uint8)     # the same bytes, read as 0 or 1
     out, _, sn, zn = _cla_fwd_op(q, k, v, m, s0, z0, float(eps), phi)
     if out.dtype != out_dtype: out = out.to(out_dtype)                    # inputs of mixed dtypes only
     return (out, LinearAttentionState(sn, zn)) if return_state else out
