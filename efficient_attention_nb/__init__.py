@@ -11,3 +11,4 @@ from .transformer import *
 from .compositional import *
 from .delta_rule import *
 from .kernels import *
+from .cpu_kernels import *
