@@ -30,9 +30,9 @@ __all__ = ['CAUSAL_FORMS', 'DTYPES', 'BENCH_CASES', 'QUICK_N', 'BIG_N', 'LM_SHAP
            'ratio_spread', 'num_threads', 'peak_memory_mb', 'causal_linear_flops', 'benchmark_causal',
            'benchmark_decode', 'BenchConfig', 'BenchCase', 'register_case', 'select_cases', 'case_runner',
            'case_peak_memory_mb', 'PeakMemoryServer', 'measure_case', 'add_ratios', 'run_benchmarks', 'crossover',
-           'crossovers', 'matmul_gflops', 'bench_summary', 'bench_markdown', 'plot_benchmarks', 'plot_gflops',
-           'write_bench_results', 'run_bench', 'softmax_lm', 'lm_train_step', 'benchmark_lm_step', 'plot_lm_step',
-           'benchmark_settings']
+           'crossovers', 'crossover_spread', 'matmul_gflops', 'bench_summary', 'bench_markdown', 'plot_benchmarks',
+           'plot_gflops', 'write_bench_results', 'run_bench', 'softmax_lm', 'lm_train_step', 'benchmark_lm_step',
+           'plot_lm_step', 'benchmark_settings']
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-m01
 def _sync():
@@ -679,7 +679,7 @@ def measure_case(case:BenchCase, # the case
     mem_modes = [m if case.backward else 'fwd' for m in mem_modes]
     need = case.mem_bytes(n, cfg) / 2**30 if case.mem_bytes else 0.
     if max_gb is not None and need > max_gb:
-        row['status'] = f'skipped: needs ~{need:.1f} GB > max_gb={max_gb:g}'
+        row['status'] = f'skipped: needs ~{need:.1f} GiB > max_gb={max_gb:g}'
         return row
     try:
         times = interleaved_times({m: case_runner(case, n, cfg, m) for m in modes}, repeats, warmup, time_budget)
@@ -792,6 +792,20 @@ def crossovers(rows:list[dict], # the table
         out[name] = crossover([r['n'] for r in rs], [r[key] for r in rs])
     return out
 
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-045y
+def crossover_spread(ns:Sequence[int], # lengths, increasing
+                     runs:Sequence[Sequence[float]], # speed-ups at each length, one sequence per repeated run
+                    ) -> tuple[float|None, float|None, str]:
+    "Crossover of the fastest and of the slowest run at each length (`crossover`), and a description."
+    cols = list(zip(*runs))
+    lo, hi = [min(c) for c in cols], [max(c) for c in cols]
+    (late, t_lo), (early, t_hi) = crossover(ns, lo), crossover(ns, hi)
+    if late is not None and late == early == float(ns[0]): text = t_lo + ', in every run'
+    elif late is not None: text = f'faster from n ≈ {early:.0f} (fastest runs) to {late:.0f} (slowest runs)'
+    elif early is None and t_hi.startswith('slower at every n'): text = t_hi + ', in every run'
+    else: text = f'no crossover holds within the spread: fastest runs {t_hi}, slowest runs {t_lo}'
+    return early, late, text
+
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-047
 def matmul_gflops(size:int=2048, # side of the square matrices
                   threads:int|None=None, # torch threads (None: leave as is)
@@ -876,8 +890,8 @@ def _plot_mechanism(axs, rs:list[dict], kw:dict, cross:dict, has_mem:bool):
     fb = [r['mem_fwdbwd_mb'] for r in rs]
     mem = fb if not all(_nan(m) for m in fb) else [r['mem_fwd_mb'] for r in rs]      # decoding steps: forward
     if has_mem and not all(_nan(m) for m in mem):
-        xs, ms = pts(mem)
-        axs[2].plot(xs, [max(m, 1e-2) for m in ms], **kw)
+        keep = [(x, m) for x, m in zip(*pts(mem)) if m > 0]                     # a log axis: zero readings left out
+        if keep: axs[2].plot(*zip(*keep), **kw)
 
 def _log2_axes(ax, ns:Sequence[int], ylabel:str, title:str):
     "Log-log axes with one tick per measured n (written 1k, 2k, … from 1024 on)."
@@ -914,7 +928,7 @@ def plot_benchmarks(rows:list[dict], # the table
         what_g = 'attention ops (b, h, n, d)' if g == 'op' else 'layers (b, n, dim)'
         for j, what in enumerate(whats):
             _log2_axes(axs[gi, j], sorted({r['n'] for r in rows}), what, f"{what_g}: {what.split(' (')[0]}")
-        axs[gi, 0].legend(fontsize=7, loc='upper left', framealpha=.85)
+        axs[gi, -1].legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.02, 1), frameon=False)   # beside the row
     if title: fig.suptitle(title)
     return fig
 
@@ -1078,14 +1092,15 @@ def benchmark_lm_step(shapes:Sequence[tuple[int, int]], # (batch, length) pairs
 def plot_lm_step(rows:list[dict], # rows of `benchmark_lm_step`
                  title:str|None=None, # figure title
                 ):
-    "Tokens per second of both language models against n, and the speed-up with its per-round range; a Figure."
+    "Tokens/s of both language models against n (each point's batch written at it), and the speed-up; a Figure."
     from matplotlib.figure import Figure
     fig = Figure(figsize=(11, 4), layout='constrained')
     ax1, ax2 = fig.subplots(1, 2)
     ns = [r['n'] for r in rows]
-    labels = [f"{r['n']}\nb={r['b']}" for r in rows]
     for key, label, st in (('linear_tok_s', 'linear attention LM', 'o-'), ('softmax_tok_s', 'softmax LM', 's--')):
         ax1.plot(ns, [r[key] for r in rows], st, label=label)
+    for r in rows: ax1.annotate(f"b={r['b']}", (r['n'], r['linear_tok_s']), textcoords='offset points', xytext=(0, 6),
+                                ha='center', fontsize=8)                              # the batch, written at each point
     ax1.set_ylabel('training tokens / s'); ax1.set_yscale('log'); ax1.legend()
     sp = [r['speedup'] for r in rows]
     err = [[s - r['speedup_lo'] for s, r in zip(sp, rows)], [r['speedup_hi'] - s for s, r in zip(sp, rows)]]
@@ -1095,8 +1110,9 @@ def plot_lm_step(rows:list[dict], # rows of `benchmark_lm_step`
     if n_star and n_star > ns[0]: ax2.axvline(n_star, color='grey', ls=':', label=f'crossover n ≈ {n_star:.0f}')
     ax2.legend(fontsize=8)
     for ax in (ax1, ax2):
-        ax.set_xscale('log', base=2); ax.set_xticks(ns, labels); ax.minorticks_off(); ax.grid(True, alpha=.3)
-        ax.set_xlabel('sequence length n (batch b)')
+        ax.set_xscale('log', base=2); ax.set_xticks(ns, [str(n) for n in ns]); ax.minorticks_off()
+        ax.grid(True, alpha=.3)
+        ax.set_xlabel('sequence length n')
     if title: fig.suptitle(title)
     return fig
 
