@@ -258,7 +258,7 @@ def _check_tile(tile) -> tuple:
     return tile
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-disp-in
-_KERNELS: dict[str, Callable] = {}       # backend name → kernel, registered by the hardware chapter (`kernels`)
+_KERNELS: dict[str, Callable] = {}       # backend → kernel, registered by `kernels` and `cpu_kernels`
 _BACKENDS = ('auto', 'torch', 'triton', 'tiled')
 
 def _causal_linear_attention(q, k, v, mask, feature_map, chunk_size:int, eps:float, initial_state=None,
@@ -268,7 +268,8 @@ def _causal_linear_attention(q, k, v, mask, feature_map, chunk_size:int, eps:flo
     for name in {'auto': ('triton', 'tiled'), 'torch': ()}.get(backend, (backend,)):
         if name not in _KERNELS:
             if backend == 'auto': continue
-            raise ValueError(f"backend={name!r} is not registered: import efficient_attention_nb.kernels")
+            raise ValueError(f"backend={name!r} is not registered: backends register when efficient_attention_nb "
+                             "is imported, 'triton' only where the triton package is installed")
         out = _KERNELS[name](q, k, v, mask=mask, feature_map=feature_map, chunk_size=chunk_size, eps=eps,
                              initial_state=initial_state, return_state=return_state, tile=tile,
                              kernel_min_rows=kernel_min_rows, forced=backend != 'auto')
