@@ -1059,7 +1059,7 @@ def lm_train_step(model:nn.Module, # a language model: ids (b, n) → logits (b,
     return loss.detach()
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-t06
-LM_SHAPES = ((12, 64), (4, 512), (2, 2048), (1, 4096), (1, 8192))      # (batch, length) of the goals
+LM_SHAPES = ((12, 64), (4, 512), (2, 2048), (1, 4096), (1, 8192))      # (batch, length) measured
 
 def benchmark_lm_step(shapes:Sequence[tuple[int, int]], # (batch, length) pairs
                       num_tokens:int=256, # vocabulary size
