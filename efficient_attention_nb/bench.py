@@ -928,7 +928,9 @@ def plot_benchmarks(rows:list[dict], # the table
         what_g = 'attention ops (b, h, n, d)' if g == 'op' else 'layers (b, n, dim)'
         for j, what in enumerate(whats):
             _log2_axes(axs[gi, j], sorted({r['n'] for r in rows}), what, f"{what_g}: {what.split(' (')[0]}")
-        axs[gi, -1].legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.02, 1), frameon=False)   # beside the row
+        labelled = {l: h for ax in axs[gi] for h, l in zip(*ax.get_legend_handles_labels())}   # any panel's lines
+        axs[gi, -1].legend(labelled.values(), labelled.keys(), fontsize=8, loc='upper left', bbox_to_anchor=(1.02, 1),
+                           frameon=False)                              # beside the row, memory readings or not
     if title: fig.suptitle(title)
     return fig
 
