@@ -141,7 +141,7 @@ def _bench_args(p:argparse.ArgumentParser):
     p.add_argument('--memory-n', type=int, nargs='+', default=None, metavar='N',
                    help='read peak memory only at these lengths (default: every --n)')
     p.add_argument('--time-limit', type=float, default=None, help='seconds for the whole run; the rest is skipped')
-    p.add_argument('--max-gb', type=float, default=8., help='skip cases estimated to need more memory')
+    p.add_argument('--max-gb', type=float, default=8., help='skip cases estimated to need more GiB than this')
     p.add_argument('--fresh-process', action='store_true', help='read peak memory in a fresh process per case '
                    '(about 5x slower) instead of forks of one prepared child')
     p.add_argument('--no-progress', action='store_true', help='no progress bar')

@@ -19,7 +19,7 @@ __all__ = ['delta_rule_step', 'delta_rule_recurrent', 'delta_rule_attention', 'D
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-004
 from .core import (_holds, default, check_tensor, check_int, check_choice, check_heads, as_mask, full_precision,
                                          pad_to_multiple, upcast, zero_padded, document_arguments)
-from .linear_attention import _compute_dtype   # float32 sums (float64 for float64 inputs)
+from .linear_attention import _compute_dtype, _unregistered   # float32 sums; the unregistered error
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-012c
 def _check_bounds(k:torch.Tensor, beta:torch.Tensor, g:torch.Tensor|None=None):
@@ -155,7 +155,7 @@ def _registered(kernels:dict, backend:str) -> Callable|None:
     "The kernel that `backend` asks for (None: this chapter's code); 'triton' forced but not registered raises."
     kernel = None if backend == 'torch' else kernels.get('triton')
     if kernel is None and backend == 'triton':
-        raise ValueError("backend='triton' is not registered: import efficient_attention_nb.kernels (needs triton)")
+        raise _unregistered(backend)
     return kernel
 
 def _chunk_parts(q, k, v, beta, gam, c:int, cdt:torch.dtype, backend:str):

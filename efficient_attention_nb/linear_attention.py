@@ -261,6 +261,11 @@ def _check_tile(tile) -> tuple:
 _KERNELS: dict[str, Callable] = {}       # backend → kernel, registered by `kernels` and `cpu_kernels`
 _BACKENDS = ('auto', 'torch', 'triton', 'tiled')
 
+def _unregistered(backend:str) -> ValueError:
+    "The error for a backend whose kernel module has not registered (it registers when the package is imported)."
+    return ValueError(f'backend={backend!r} is not registered: its kernels register when efficient_attention_nb is '
+                      'imported (import efficient_attention_nb, not a module file on its own)')
+
 def _causal_linear_attention(q, k, v, mask, feature_map, chunk_size:int, eps:float, initial_state=None,
                              return_state:bool=False, backend:str='auto', tile:tuple=(4096, 512),
                              kernel_min_rows:int=131072):
@@ -268,8 +273,7 @@ def _causal_linear_attention(q, k, v, mask, feature_map, chunk_size:int, eps:flo
     for name in {'auto': ('triton', 'tiled'), 'torch': ()}.get(backend, (backend,)):
         if name not in _KERNELS:
             if backend == 'auto': continue
-            raise ValueError(f"backend={name!r} is not registered: backends register when efficient_attention_nb "
-                             "is imported, 'triton' only where the triton package is installed")
+            raise _unregistered(name)
         out = _KERNELS[name](q, k, v, mask=mask, feature_map=feature_map, chunk_size=chunk_size, eps=eps,
                              initial_state=initial_state, return_state=return_state, tile=tile,
                              kernel_min_rows=kernel_min_rows, forced=backend != 'auto')
