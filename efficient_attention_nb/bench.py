@@ -32,7 +32,7 @@ __all__ = ['CAUSAL_FORMS', 'DTYPES', 'BENCH_CASES', 'QUICK_N', 'BIG_N', 'LM_SHAP
            'case_peak_memory_mb', 'PeakMemoryServer', 'measure_case', 'add_ratios', 'run_benchmarks', 'crossover',
            'crossovers', 'crossover_spread', 'matmul_gflops', 'bench_summary', 'bench_markdown', 'plot_benchmarks',
            'plot_gflops', 'write_bench_results', 'run_bench', 'softmax_lm', 'lm_train_step', 'benchmark_lm_step',
-           'plot_lm_step', 'benchmark_settings']
+           'plot_lm_step', 'print_lm_rows', 'parse_lm_rows', 'benchmark_settings']
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-m01
 def _sync():
@@ -667,7 +667,7 @@ def measure_case(case:BenchCase, # the case
                  repeats:int=5, # timed runs; the median is kept
                  warmup:int=1, # untimed runs first
                  threads:int|None=None, # threads of the memory child (default: this process's)
-                 max_gb:float|None=8., # skip a case whose estimated working set is larger
+                 max_gb:float|None=8., # skip a case whose estimated working set is larger (GiB)
                  time_budget:float|None=None, # seconds per timing; a slower case gets fewer repeats (at least 1)
                  server:PeakMemoryServer|None=None, # CPU memory read in forks of its child (None: a fresh process)
                 ) -> dict:
@@ -737,7 +737,7 @@ def run_benchmarks(mechanisms:Sequence[str]|None=None, # case names (default: ev
                    repeats:int=5, # timed runs per measurement (median kept)
                    warmup:int=1, # untimed runs first
                    threads:int|None=None, # torch threads for the run (default: leave as is)
-                   max_gb:float|None=8., # skip cases whose estimated working set is larger
+                   max_gb:float|None=8., # skip cases whose estimated working set is larger (GiB)
                    time_budget:float|None=None, # seconds per timing; slower cases get fewer repeats (at least 1)
                    memory_ns:Sequence[int]|None=None, # lengths at which to read peak memory (default: all of ns)
                    time_limit:float|None=None, # seconds for the whole run; what is left is recorded as skipped
@@ -796,9 +796,12 @@ def crossovers(rows:list[dict], # the table
 def crossover_spread(ns:Sequence[int], # lengths, increasing
                      runs:Sequence[Sequence[float]], # speed-ups at each length, one sequence per repeated run
                     ) -> tuple[float|None, float|None, str]:
-    "Crossover of the fastest and of the slowest run at each length (`crossover`), and a description."
-    cols = list(zip(*runs))
-    lo, hi = [min(c) for c in cols], [max(c) for c in cols]
+    "(early, late, text): crossovers of the fastest and of the slowest run at each length (`crossover`), described."
+    if not runs: raise ValueError('runs must hold at least one run of speed-ups, got none')
+    for i, r in enumerate(runs):
+        if len(r) != len(ns): raise ValueError(f'runs[{i}] must have one speed-up per length ({len(ns)}), got {len(r)}')
+    cols = [[s for s in c if not _nan(s)] for c in zip(*runs)]                         # a failed reading: left out
+    lo, hi = [min(c, default=math.nan) for c in cols], [max(c, default=math.nan) for c in cols]
     (late, t_lo), (early, t_hi) = crossover(ns, lo), crossover(ns, hi)
     if late is not None and late == early == float(ns[0]): text = t_lo + ', in every run'
     elif late is not None: text = f'faster from n ≈ {early:.0f} (fastest runs) to {late:.0f} (slowest runs)'
@@ -994,7 +997,7 @@ def run_bench(ns:Sequence[int]|None=None, # sequence lengths (default QUICK_N, o
               time_budget:float|None=None, # seconds per timing; slower cases get fewer rounds (at least 1)
               memory_ns:Sequence[int]|None=None, # read peak memory only at these lengths (default: all)
               time_limit:float|None=None, # seconds for the whole run; what is left is written as skipped
-              max_gb:float|None=8., # skip cases estimated to need more memory
+              max_gb:float|None=8., # skip cases estimated to need more memory (GiB)
               progress:bool=False, # a progress bar
               log:Callable|None=print, # where notices and the summary lines go (None: silent)
               fresh_process:bool=False, # CPU memory: a fresh process per reading, not forks of one child (slower)
@@ -1117,6 +1120,27 @@ def plot_lm_step(rows:list[dict], # rows of `benchmark_lm_step`
         ax.set_xlabel('sequence length n')
     if title: fig.suptitle(title)
     return fig
+
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-t12p
+def print_lm_rows(rows:list[dict], # the rows of `benchmark_lm_step`
+                 ):
+    "One line per (b, n): both steps' times and tokens/s, and the speed-up with its per-round range."
+    for r in rows:
+        print(f"b={r['b']:2d} n={r['n']:5d}: linear {r['linear_s'] * 1e3:7.1f} ms ({r['linear_tok_s']:6.0f} tok/s), "
+              f"softmax {r['softmax_s'] * 1e3:7.1f} ms ({r['softmax_tok_s']:6.0f} tok/s); "
+              f"softmax / linear = {r['speedup']:.2f}× (rounds {r['speedup_lo']:.2f}–{r['speedup_hi']:.2f}×)")
+    print('crossover:', crossover([r['n'] for r in rows], [r['speedup'] for r in rows])[1])
+
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-t12q
+_LM_LINE = re.compile(r'b=\s*(\d+) n=\s*(\d+): linear\s+([\d.]+) ms \(\s*(\d+) tok/s\), softmax\s+([\d.]+) ms '
+                      r'\(\s*(\d+) tok/s\); softmax / linear = ([\d.]+)× \(rounds ([\d.]+)–([\d.]+)×\)')
+def parse_lm_rows(text:str, # printed output that contains the lines of `print_lm_rows`
+                 ) -> list[dict]:
+    "The rows that `print_lm_rows` printed (b, n, times in s, tokens/s, speed-up and its round range), read back."
+    keys = ('b', 'n', 'linear_s', 'linear_tok_s', 'softmax_s', 'softmax_tok_s', 'speedup', 'speedup_lo', 'speedup_hi')
+    rows = [dict(zip(keys, map(float, m.groups()))) for m in _LM_LINE.finditer(text)]
+    for r in rows: r.update(b=int(r['b']), n=int(r['n']), linear_s=r['linear_s'] / 1e3, softmax_s=r['softmax_s'] / 1e3)
+    return rows
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-t19
 def benchmark_settings(form:str, # a key of CAUSAL_FORMS
