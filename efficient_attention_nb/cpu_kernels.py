@@ -241,7 +241,7 @@ def _tiled(q, k, v, *, mask, feature_map, chunk_size, eps, initial_state, return
     "Causal linear attention by the CPU tile kernel; None where `backend='auto'` should take another path."
     (b, h, n, _), stateful = q.shape, initial_state is not None or return_state
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, *(initial_state or ())))
-    why = ('it runs on CPU tensors' if q.device.type != 'cpu' else
+    why = (f'it runs on CPU tensors, got {q.device.type}' if q.device.type != 'cpu' else
            'it is not traced by torch.compile' if torch.compiler.is_compiling() else
            'its backward carries no state: use the chunked form' if stateful and grad else None)
     if why or (not forced and b * h * n < kernel_min_rows):                # the tiles would be mostly idle

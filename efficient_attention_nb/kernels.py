@@ -205,12 +205,17 @@ def _heads_view(b, n, h, x, like) -> torch.Tensor:
     "A (b, h, n, x) view of a fresh (b, n, h, x) tensor, like `like`'s dtype and device."
     return torch.empty(b, n, h, x, device=like.device, dtype=like.dtype).transpose(1, 2)
 
+def _fwd_outs(q, v) -> tuple:
+    "The forward's outputs, empty: o (a view of (b, n, h, e)), its denominators, and S, z after n (float32)."
+    (b, h, n, d), e, f32 = q.shape, v.shape[-1], dict(dtype=torch.float32)
+    return (_heads_view(b, n, h, e, v), q.new_empty(b, h, n, **f32), q.new_empty(b, h, d, e, **f32),
+            q.new_empty(b, h, d, **f32))
+
 def _fwd_launch(q, k, v, mask, s0, z0, eps:float, phi:int=0):
     """Run the forward kernel: (output, denominators, S after n, z after n); `phi` is the feature map's `PHI`;
     `mask` a contiguous (b, n) tensor of 0 and 1 (or None)."""
     (b, h, n, d), e = q.shape, v.shape[-1]
-    o, den = _heads_view(b, n, h, e, v), q.new_empty(b, h, n, dtype=torch.float32)
-    sn, zn = q.new_empty(b, h, d, e, dtype=torch.float32), q.new_empty(b, h, d, dtype=torch.float32)
+    o, den, sn, zn = _fwd_outs(q, v)
     cfg = _config(n, q.dtype); BE = min(cfg.pop('BE'), _blk(e))
     with _device_of(q):
         _cla_fwd_kernel[(triton.cdiv(e, BE), h, b)](
@@ -305,11 +310,16 @@ def _cla_dkdv_kernel(Q, K, V, M, DO, O, DEN, DSN, DK, DV, DS0, sq, sk, sv, sg, n
     tl.store(DS0[1] + zt, r, mask=rd < d)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-bwd-launch
+def _bwd_outs(q, k, v) -> tuple:
+    "The backward's outputs, empty: dq, dk, dv (views of (b, n, h, ·)), and dS₀, dz₀ (float32)."
+    (b, h, n, d), e, f32 = q.shape, v.shape[-1], dict(dtype=torch.float32)
+    return (_heads_view(b, n, h, d, q), _heads_view(b, n, h, d, k), _heads_view(b, n, h, e, v),
+            q.new_empty(b, h, d, e, **f32), q.new_empty(b, h, d, **f32))
+
 def _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps:float, phi:int=0):
     "Run the two backward kernels: (dq, dk, dv, dS₀, dz₀), the last two float32; dq and dk of the raw q and k."
     (b, h, n, d), e = q.shape, v.shape[-1]
-    dq, dk, dv = _heads_view(b, n, h, d, q), _heads_view(b, n, h, d, k), _heads_view(b, n, h, e, v)
-    ds0, dz0 = q.new_empty(b, h, d, e, dtype=torch.float32), q.new_empty(b, h, d, dtype=torch.float32)
+    dq, dk, dv, ds0, dz0 = _bwd_outs(q, k, v)
     cfg = _config(n, q.dtype); cfg.pop('BE')
     both = dict(n=n, d=d, e=e, eps=eps, BD=_blk(d), BE=_blk(e), PHI=phi, **cfg)
     strides = dict(sq=q.stride(), sk=k.stride(), sv=v.stride(), sg=do.stride())
@@ -326,11 +336,7 @@ def _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps:float, phi:int=
 def _cla_fwd_op(q, k, v, mask, s0, z0, eps, phi=0): return _fwd_launch(q, k, v, mask, s0, z0, eps, phi)
 
 @_cla_fwd_op.register_fake
-def _(q, k, v, mask, s0, z0, eps, phi=0):
-    (b, h, n, d), e = q.shape, v.shape[-1]
-    f32 = dict(dtype=torch.float32)
-    return (_heads_view(b, n, h, e, v), q.new_empty(b, h, n, **f32), q.new_empty(b, h, d, e, **f32),
-            q.new_empty(b, h, d, **f32))
+def _(q, k, v, mask, s0, z0, eps, phi=0): return _fwd_outs(q, v)
 
 @torch.library.custom_op('efficient_attention_nb::causal_linear_bwd', mutates_args=(), schema=(
     '(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor do, Tensor o, Tensor den, Tensor? s0, Tensor? z0, Tensor? dsn,'
@@ -339,11 +345,7 @@ def _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi=0):
     return _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi)
 
 @_cla_bwd_op.register_fake
-def _(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi=0):
-    (b, h, n, d), e = q.shape, v.shape[-1]
-    f32 = dict(dtype=torch.float32)
-    return (_heads_view(b, n, h, d, q), _heads_view(b, n, h, d, k), _heads_view(b, n, h, e, v),
-            q.new_empty(b, h, d, e, **f32), q.new_empty(b, h, d, **f32))
+def _(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi=0): return _bwd_outs(q, k, v)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-ag
 def _cla_setup(ctx, inputs, output):
@@ -371,8 +373,9 @@ def _triton_unfit(q, k, v) -> str|None:
     if q.device.type == 'cpu' and not _INTERPRET:
         return 'CPU tensors need Triton\'s interpreter: set TRITON_INTERPRET=1 before triton is imported'
     if q.device.type not in ('cuda', 'cpu'): return f'it runs on CUDA tensors, got {q.device.type}'
-    bad = [t.dtype for t in (q, k, v) if t.dtype not in (torch.float32, torch.float16, torch.bfloat16)]
-    if bad: return f'it takes float32, float16 or bfloat16, got {bad[0]}'
+    ok = (torch.float32, torch.float16, torch.bfloat16)
+    bad = [(n_, t.dtype) for n_, t in zip('qkv', (q, k, v)) if t.dtype not in ok]
+    if bad: return f'it takes float32, float16 or bfloat16, got {bad[0][0]} of {bad[0][1]}'
     if max(q.shape[-1], v.shape[-1]) > 256: return f'heads up to 256 wide, got d={q.shape[-1]}, e={v.shape[-1]}'
 
 def _takes(why:str|None, forced:bool, device:torch.device) -> bool:
