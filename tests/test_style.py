@@ -3,6 +3,7 @@
 Cell sizes and line widths (CONVENTIONS §2), documented arguments reaching `help()` (§3), prose that names papers
 and projects instead of development jargon, saved outputs without progress frames, warnings or machine paths,
 no function longer than 60 lines, and the two layers: the top-level namespace is the library only.
+Prose within its budget (a chapter is a lesson, not a log), and no code cell that reads a name before it exists.
 Everything here reads files or imports the package: it runs in seconds.
 """
 import ast, importlib, inspect, json, re, subprocess, sys
@@ -183,3 +184,83 @@ def test_cell_ids_are_unique(nb):
     ids = [c.get('id') for c in cells(nb)]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     assert not dup, f'{nb.name}: cell ids used more than once: {dup}'
+
+
+# --- prose budgets -------------------------------------------------------------------------------------------------
+# The anchors: the annotated transformer teaches a whole transformer in about 4,300 words of prose, the annotated S4
+# in about 5,800. A chapter here has at most 5,000 (the GPU chapter 6,000); one markdown cell at most 200.
+BUDGET, GPU_BUDGET, CELL_BUDGET = 5000, 6000, 200
+GPU_CHAPTERS = {'06b_hardware'}
+_MATH = re.compile(r'\$\$.*?\$\$|\$[^$\n]+\$', re.S)
+_FENCED = re.compile(r'```.*?```', re.S)
+_WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*")
+
+
+def prose_words(markdown: str) -> int:
+    "Words of prose in a markdown cell: math, fenced code, table rows, HTML tags and link targets left out."
+    s = _FENCED.sub(' ', _MATH.sub(' ', markdown))
+    s = '\n'.join(l for l in s.splitlines() if not l.lstrip().startswith('|'))
+    s = re.sub(r'\]\([^)]*\)', ']', re.sub(r'<[^>]+>', ' ', s))
+    return len(_WORD.findall(s))
+
+
+def test_prose_words_counts_prose_only():
+    md = 'One $x^2$ two [three](https://a.b/c d e) `four`\n\n$$\na + b\n$$\n| a | b |\n|---|---|\n<b>five</b>\n```\nsix\n```'
+    assert prose_words(md) == 5, prose_words(md)
+
+
+def test_chapters_within_their_prose_budget():
+    counts = {nb.stem: [(c.get('id'), prose_words(src(c))) for c in cells(nb) if c['cell_type'] == 'markdown']
+              for nb in NBS}
+    print('\nprose words per chapter:', ', '.join(f'{k} {sum(n for _, n in v)}' for k, v in counts.items()))
+    over = {k: sum(n for _, n in v) for k, v in counts.items()
+            if sum(n for _, n in v) > (GPU_BUDGET if k in GPU_CHAPTERS else BUDGET)}
+    big = {k: [(i, n) for i, n in v if n > CELL_BUDGET] for k, v in counts.items()}
+    assert not over, f'chapters over their prose budget: {over}'
+    assert not any(big.values()), f'markdown cells over {CELL_BUDGET} words: {[(k, v) for k, v in big.items() if v]}'
+
+
+# --- no name read before it exists ---------------------------------------------------------------------------------
+_STAR = re.compile(r'^(\s*)from\s+([\w.]+)\s+import\s+\*\s*(#.*)?$', re.M)
+
+
+def _star_names(modname: str) -> list:
+    "The names `from modname import *` binds: its __all__, else every name without a leading underscore."
+    mod = importlib.import_module(modname)
+    names = getattr(mod, '__all__', None)
+    return list(names) if names is not None else [n for n in vars(mod) if not n.startswith('_')]
+
+
+def _as_python(code: str) -> str:
+    "A code cell as Python: nbdev directives stay comments, magics are blanked, star imports spelled out."
+    if code.lstrip().startswith('%%'): return ''
+    code = '\n'.join('' if l.lstrip().startswith(('%', '!')) else l for l in code.splitlines())
+    return _STAR.sub(lambda m: f"{m.group(1)}from {m.group(2)} import ({', '.join(_star_names(m.group(2))) or '_'})", code)
+
+
+def undefined_names(nb: Path) -> list:
+    "(cell id, line, name) for every name a code cell reads before an earlier cell or line defines it (pyflakes)."
+    import pyflakes.checker, pyflakes.messages
+    parts, where = [], []
+    for c in cells(nb):
+        if c['cell_type'] != 'code': continue
+        code = _as_python(src(c)) + '\n'
+        parts.append(code); where += [(c.get('id'), i + 1) for i in range(len(code.splitlines()))]
+    checker = pyflakes.checker.Checker(ast.parse(''.join(parts)), str(nb), builtins=['display', 'get_ipython'])
+    undefined = (pyflakes.messages.UndefinedName, pyflakes.messages.UndefinedLocal)
+    return [(*where[m.lineno - 1], m.message_args[0]) for m in checker.messages if isinstance(m, undefined)]
+
+
+def test_undefined_names_are_found(tmp_path):
+    nb = tmp_path / 'probe.ipynb'
+    code = lambda i, s: {'cell_type': 'code', 'id': i, 'source': s, 'metadata': {}, 'outputs': []}
+    nb.write_text(json.dumps({'cells': [code('a', 'from fastcore.test import *\ntest_eq(1, 1)\nprint(y)'),
+                                        code('b', '#| cuda\ny = 1\ndef f(): return zz')]}))
+    assert undefined_names(nb) == [('a', 3, 'y'), ('b', 3, 'zz')]
+
+
+@pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
+def test_no_name_is_read_before_it_exists(nb):
+    "Every code cell, `#| slow` and `#| cuda` ones included, runs top to bottom without a NameError."
+    bad = undefined_names(nb)
+    assert not bad, f'{nb.name}: names read before they exist (cell id, line, name): {bad}'
