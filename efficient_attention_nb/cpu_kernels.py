@@ -24,14 +24,15 @@ _SCRATCH = threading.local()      # per thread: dtype → one flat CPU buffer th
 _WORKER_SCRATCH = {}              # worker slot → dtype → buffer: the same for `_on_threads`' workers (new threads)
 
 def _scratch(numel:int, dtype:torch.dtype, slot:int|None=None) -> torch.Tensor:
-    """A flat CPU buffer of `numel` elements, kept and grown, never shrunk (a fresh one of a few MB would page-fault
-    on every call): the calling thread's own, or with `slot` the buffer of worker `slot` of `_on_threads`, whose
-    threads are new at every call (it holds a lock, so no two threads use one slot at once)."""
+    """A flat CPU buffer of `numel` elements, kept and grown, never shrunk, so that a call allocates no workspace:
+    the calling thread's own, or with `slot` the buffer of worker `slot` of `_on_threads`, whose threads are new at
+    every call (it holds a lock, so no two threads use one slot at once)."""
     bufs = _SCRATCH.__dict__.setdefault('bufs', {}) if slot is None else _WORKER_SCRATCH.setdefault(slot, {})
     if dtype not in bufs or bufs[dtype].numel() < numel:
         with torch.inference_mode(False): bufs[dtype] = torch.empty(numel, dtype=dtype)   # for inference mode too
     return bufs[dtype][:numel]
 
+# %% ../nbs/11_cpu_kernel.ipynb #11cpukernel-plan
 def _tile_plan(n:int, c:int, B:int, tile:tuple, heads:int|None=None) -> tuple[int, int, int]:
     """For a (B, n) grid: positions L per tile (a multiple of c), chunks G = L / c, heads Hb per tile. With `heads`
     (blocks inside one batch item of that many heads), a tile short of heads takes more positions instead."""
@@ -41,6 +42,7 @@ def _tile_plan(n:int, c:int, B:int, tile:tuple, heads:int|None=None) -> tuple[in
     if heads is not None and heads < Hb: Hb, L = heads, min(-(-n // c) * c, max(L, rows // heads // c * c))
     return L, L // c, Hb
 
+# %% ../nbs/11_cpu_kernel.ipynb #11cpukernel-rows
 def _rows(*ts) -> list:
     """(b, h, n, ·) operands and (b, h, ·) columns or states as (b·h, ·) views when the b and h axes of every one of
     them merge; otherwise as they are (heads split off a projection by `rearrange`): never a copy."""
@@ -79,6 +81,7 @@ def _load_tile(T:_TileViews, parts, j:int, l:int, cols_written:bool, phi:Callabl
             elif padded or not cols_written: w[:, :, -1] = col                             # a number: once per shape
         if padded: w[:, l:] = 0                                                            # padded rows: inert
 
+# %% ../nbs/11_cpu_kernel.ipynb #11cpukernel-prod
 def _tile_products(T:_TileViews, reverse:bool):
     "The chunked form on one tile, the state carried in from the previous tile (T.carry) and out to the next."
     torch.bmm(T.kT, T.v3, out=T.C)                                                     # C_t = φK_tᵀ V_t
@@ -88,6 +91,7 @@ def _tile_products(T:_TileViews, reverse:bool):
     A.triu_() if reverse else A.tril_()                                                # j ≤ i (j ≥ i)
     torch.bmm(T.q3, T.P3, out=T.o).baddbmm_(A, T.v3)                                   # φQ_t S̄_t + (A⊙M) V_t
 
+# %% ../nbs/11_cpu_kernel.ipynb #11cpukernel-store
 def _store_tile(T:_TileViews, out, den, l:int, eps:float|None):
     "The tile's l result rows into `out`; with eps, num / max(den, eps) (and den into `den` if given)."
     padded = l < T.o2.shape[1]
