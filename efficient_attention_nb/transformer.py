@@ -130,69 +130,6 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
     if check_choice(backend, 'backend', ('auto', 'strips', 'flex')) == 'flex': _check_flex(q, k, v, dropout)
     return _local_attention(q, k, v, w, causal, mask, dropout, backend)
 
-# %% ../nbs/04_transformer.ipynb #04transforme-011ci
-import functools
-from torch.nn.attention.flex_attention import flex_attention, BlockMask
-
-# %% ../nbs/04_transformer.ipynb #04transforme-011d
-def _band_tiles(n:int, w:int, causal:bool, device=None, block:int=128) -> tuple:
-    "(partial, full): bool (r, r) maps of the n×n band's `block`×`block` tiles, r = ⌈n/block⌉."
-    lo = torch.arange(0, n, block, device=device)                                      # first position of each tile
-    hi = (lo + block).clamp(max=n) - 1                                                 # its last, cut at the end
-    d_min, d_max = lo[:, None] - hi[None, :], hi[:, None] - lo[None, :]                # range of i - j in tile (r, c)
-    low = 0 if causal else -w                                                          # the band: low <= i - j <= w
-    some = (d_max >= low) & (d_min <= w)                                               # the two ranges meet
-    whole = lo + block <= n                                                            # tiles not cut by the end
-    full = (d_min >= low) & (d_max <= w) & whole[:, None] & whole[None, :]            # range inside the band's
-    return some & ~full, full
-
-# %% ../nbs/04_transformer.ipynb #04transforme-011i
-def _band_mod(w:int, causal:bool):
-    "The band as FlexAttention's `mask_mod(b, h, i, j)`, evaluated inside the partial tiles."
-    def causal_band(b, h, i, j): return (i - j >= 0) & (i - j <= w)                    # 0 <= i-j <= w
-    def band(b, h, i, j): return (i - j).abs() <= w                                    # |i-j| <= w
-    return causal_band if causal else band
-
-def _ordered(tiles:torch.Tensor) -> tuple:
-    "A bool tile map (r, c) → (tiles per row (1, 1, r), their columns first (1, 1, r, c)), as a BlockMask holds it."
-    t = tiles.int()
-    cols = torch.argsort(t, dim=-1, descending=True, stable=True)                     # kept columns first, in order
-    return t.sum(-1, dtype=torch.int32)[None, None], cols.int()[None, None]
-
-def _band_block_mask(n:int, w:int, causal:bool, device=None, block:int=128) -> BlockMask:
-    "The band as a FlexAttention BlockMask, for every batch row and head."
-    partial, full = _band_tiles(n, w, causal, device, block)
-    return BlockMask.from_kv_blocks(*_ordered(partial), *_ordered(full), BLOCK_SIZE=block,
-                                    mask_mod=_band_mod(w, causal), seq_lengths=(n, n))
-
-_cached_band_block_mask = functools.lru_cache(maxsize=16)(_band_block_mask)  # eager calls: built once per shape
-
-# %% ../nbs/04_transformer.ipynb #04transforme-011l
-def _padding_score_mod(mask:torch.Tensor):
-    "FlexAttention `score_mod` giving each padded key (`mask[b, j]` False) the score -inf, in every tile."
-    def padding(score, b, h, i, j): return torch.where(mask[b, j], score, float('-inf'))   # e^-inf = 0: weight 0
-    return padding
-
-_flex_compiled = torch.compile(flex_attention)   # the fused kernel, compiled at the first call and for new shapes
-
-def _flex_local(q, k, v, w:int, causal:bool, mask) -> torch.Tensor:
-    "Local attention by FlexAttention, unchecked: q, k and v read in place, only the band's tiles computed."
-    n, score_mod = q.shape[-2], None if mask is None else _padding_score_mod(mask)
-    if torch.compiler.is_compiling():                       # inside a traced graph: tiles built there, flex traced
-        return flex_attention(q, k, v, score_mod=score_mod, block_mask=_band_block_mask(n, w, causal, q.device))
-    flex = flex_attention if q.device.type == 'cpu' else _flex_compiled                # a CPU: the eager reference
-    return flex(q, k, v, score_mod=score_mod, block_mask=_cached_band_block_mask(n, w, causal, q.device))
-
-# %% ../nbs/04_transformer.ipynb #04transforme-011n
-def _check_flex(q, k, v, dropout:float):
-    "Refuse what FlexAttention cannot do: dropout, a backward on a CPU, head widths below 16 on CUDA."
-    if dropout: raise ValueError(f"backend='flex' has no dropout: dropout must be 0., got {dropout}")
-    if q.device.type == 'cpu' and any(t.requires_grad for t in (q, k, v)):
-        raise ValueError("backend='flex' has no backward on a CPU: q, k and v must not require grad; "
-                         "use backend='strips'")
-    if q.device.type == 'cuda' and min(q.shape[-1], v.shape[-1]) < 16:
-        raise ValueError(f"backend='flex' needs head widths >= 16 on CUDA, got d={q.shape[-1]}, e={v.shape[-1]}")
-
 # %% ../nbs/04_transformer.ipynb #04transforme-014
 def blindspot_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) queries (b, h, n, d)
                                k:torch.Tensor, # feature-mapped keys (b, h, n, d)
@@ -932,5 +869,68 @@ def step(self:LinearAttentionTransformerLM, tokens:torch.Tensor, # the new token
     h, cache = self.body.step(self._embed_at(tokens, t), cache, context=context, context_mask=context_mask)
     return self.head(h), cache
 
+# %% ../nbs/04_transformer.ipynb #04transforme-011ci
+import functools
+from torch.nn.attention.flex_attention import flex_attention, BlockMask
+
+# %% ../nbs/04_transformer.ipynb #04transforme-011d
+def _band_tiles(n:int, w:int, causal:bool, device=None, block:int=128) -> tuple:
+    "(partial, full): bool (r, r) maps of the n×n band's `block`×`block` tiles, r = ⌈n/block⌉."
+    lo = torch.arange(0, n, block, device=device)                                      # first position of each tile
+    hi = (lo + block).clamp(max=n) - 1                                                 # its last, cut at the end
+    d_min, d_max = lo[:, None] - hi[None, :], hi[:, None] - lo[None, :]                # range of i - j in tile (r, c)
+    low = 0 if causal else -w                                                          # the band: low <= i - j <= w
+    some = (d_max >= low) & (d_min <= w)                                               # the two ranges meet
+    whole = lo + block <= n                                                            # tiles not cut by the end
+    full = (d_min >= low) & (d_max <= w) & whole[:, None] & whole[None, :]            # range inside the band's
+    return some & ~full, full
+
+# %% ../nbs/04_transformer.ipynb #04transforme-011i
+def _band_mod(w:int, causal:bool):
+    "The band as FlexAttention's `mask_mod(b, h, i, j)`, evaluated inside the partial tiles."
+    def causal_band(b, h, i, j): return (i - j >= 0) & (i - j <= w)                    # 0 <= i-j <= w
+    def band(b, h, i, j): return (i - j).abs() <= w                                    # |i-j| <= w
+    return causal_band if causal else band
+
+def _ordered(tiles:torch.Tensor) -> tuple:
+    "A bool tile map (r, c) → (tiles per row (1, 1, r), their columns first (1, 1, r, c)), as a BlockMask holds it."
+    t = tiles.int()
+    cols = torch.argsort(t, dim=-1, descending=True, stable=True)                     # kept columns first, in order
+    return t.sum(-1, dtype=torch.int32)[None, None], cols.int()[None, None]
+
+def _band_block_mask(n:int, w:int, causal:bool, device=None, block:int=128) -> BlockMask:
+    "The band as a FlexAttention BlockMask, for every batch row and head."
+    partial, full = _band_tiles(n, w, causal, device, block)
+    return BlockMask.from_kv_blocks(*_ordered(partial), *_ordered(full), BLOCK_SIZE=block,
+                                    mask_mod=_band_mod(w, causal), seq_lengths=(n, n))
+
+_cached_band_block_mask = functools.lru_cache(maxsize=16)(_band_block_mask)  # eager calls: built once per shape
+
+# %% ../nbs/04_transformer.ipynb #04transforme-011l
+def _padding_score_mod(mask:torch.Tensor):
+    "FlexAttention `score_mod` giving each padded key (`mask[b, j]` False) the score -inf, in every tile."
+    def padding(score, b, h, i, j): return torch.where(mask[b, j], score, float('-inf'))   # e^-inf = 0: weight 0
+    return padding
+
+_flex_compiled = torch.compile(flex_attention)   # the fused kernel, compiled at the first call and for new shapes
+
+def _flex_local(q, k, v, w:int, causal:bool, mask) -> torch.Tensor:
+    "Local attention by FlexAttention, unchecked: q, k and v read in place, only the band's tiles computed."
+    n, score_mod = q.shape[-2], None if mask is None else _padding_score_mod(mask)
+    if torch.compiler.is_compiling():                       # inside a traced graph: tiles built there, flex traced
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=_band_block_mask(n, w, causal, q.device))
+    flex = flex_attention if q.device.type == 'cpu' else _flex_compiled                # a CPU: the eager reference
+    return flex(q, k, v, score_mod=score_mod, block_mask=_cached_band_block_mask(n, w, causal, q.device))
+
+# %% ../nbs/04_transformer.ipynb #04transforme-011n
+def _check_flex(q, k, v, dropout:float):
+    "Refuse what FlexAttention cannot do: dropout, a backward on a CPU, head widths below 16 on CUDA."
+    if dropout: raise ValueError(f"backend='flex' has no dropout: dropout must be 0., got {dropout}")
+    if q.device.type == 'cpu' and any(t.requires_grad for t in (q, k, v)):
+        raise ValueError("backend='flex' has no backward on a CPU: q, k and v must not require grad; "
+                         "use backend='strips'")
+    if q.device.type == 'cuda' and min(q.shape[-1], v.shape[-1]) < 16:
+        raise ValueError(f"backend='flex' needs head widths >= 16 on CUDA, got d={q.shape[-1]}, e={v.shape[-1]}")
+
 # %% ../nbs/04_transformer.ipynb #04transforme-099
-document_arguments(globals())
+document_arguments(globals());
