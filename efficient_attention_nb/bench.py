@@ -31,8 +31,8 @@ __all__ = ['CAUSAL_FORMS', 'DTYPES', 'BENCH_CASES', 'QUICK_N', 'BIG_N', 'LM_SHAP
            'benchmark_decode', 'BenchConfig', 'BenchCase', 'register_case', 'select_cases', 'case_runner',
            'case_peak_memory_mb', 'PeakMemoryServer', 'measure_case', 'add_ratios', 'run_benchmarks', 'crossover',
            'crossovers', 'crossover_spread', 'matmul_gflops', 'bench_summary', 'bench_markdown', 'plot_benchmarks',
-           'plot_gflops', 'write_bench_results', 'run_bench', 'softmax_lm', 'lm_train_step', 'benchmark_lm_step',
-           'plot_lm_step', 'print_lm_rows', 'parse_lm_rows', 'benchmark_settings']
+           'plot_gflops', 'write_bench_results', 'read_bench_results', 'run_bench', 'softmax_lm', 'lm_train_step',
+           'benchmark_lm_step', 'lm_crossovers', 'plot_lm_step', 'print_lm_rows', 'benchmark_settings']
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-m01
 def _sync():
@@ -868,6 +868,22 @@ def bench_markdown(rows:list[dict], # the table
         out.append('| ' + ' | '.join(_fmt(r[c]) for c in cols) + ' |')
     return '\n'.join(out)
 
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-052t
+def _log_ticks(ax, axis:str='y'):
+    "Readable labels on a log axis: the powers of ten, else steps of 1-2-5, else every digit; two at least."
+    import matplotlib.ticker
+    lo, hi = sorted(ax.get_ylim() if axis == 'y' else ax.get_xlim())
+    powers = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for subs in ((1,), (1, 2, 5), range(1, 10)):
+        ticks = [s * 10. ** p for p in powers for s in subs if lo <= s * 10. ** p <= hi]
+        if len(ticks) >= (3 if subs == (1,) else 2): labels = [f'{t:g}' for t in ticks]; break
+    else: ticks, labels = [lo, hi], [f'{lo:.3g}', f'{hi:.3g}']                   # narrower than one digit step
+    a = ax.yaxis if axis == 'y' else ax.xaxis
+    a.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    a.set_major_formatter(matplotlib.ticker.FixedFormatter(labels))
+    a.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-052
 def _interp_loglog(xs, ys, x):
     pts = [(a, b) for a, b in zip(xs, ys) if not _nan(b) and b > 0]
@@ -897,12 +913,13 @@ def _plot_mechanism(axs, rs:list[dict], kw:dict, cross:dict, has_mem:bool):
         if keep: axs[2].plot(*zip(*keep), **kw)
 
 def _log2_axes(ax, ns:Sequence[int], ylabel:str, title:str):
-    "Log-log axes with one tick per measured n (written 1k, 2k, … from 1024 on)."
+    "Log-log axes with one tick per measured n (written 1k, 2k, … from 1024 on) and readable ticks on y."
     import matplotlib.ticker
     ax.set_xscale('log', base=2); ax.set_yscale('log'); ax.grid(True, which='both', alpha=.3)
     ax.set_xticks(ns, [f'{n // 1024}k' if n >= 1024 and n % 1024 == 0 else str(n) for n in ns])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel('sequence length n'); ax.set_ylabel(ylabel); ax.set_title(title)
+    if ax.has_data(): _log_ticks(ax)
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-052b
 def plot_benchmarks(rows:list[dict], # the table
@@ -977,6 +994,17 @@ def write_bench_results(rows:list[dict], # the table
         paths['gflops'] = out / 'gflops.png'
         plot_gflops(rows, matmul_rate).savefig(paths['gflops'], dpi=110)
     return paths
+
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-053r
+def read_bench_results(path:str|Path, # a bench.csv written by `write_bench_results`
+                      ) -> list[dict]:
+    "The rows of a written table, as `run_benchmarks` returned them: numbers as numbers, blanks as NaN."
+    text = ('mechanism', 'label', 'group', 'baseline', 'status')
+    def value(k, v):
+        if k in text: return v
+        if not v: return float('nan')
+        return int(v) if k in ('n', 'repeats') else float(v)
+    with open(path, newline='') as f: return [{k: value(k, v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-057b
 def run_bench(ns:Sequence[int]|None=None, # sequence lengths (default QUICK_N, or BIG_N with `big`)
@@ -1064,7 +1092,7 @@ def lm_train_step(model:nn.Module, # a language model: ids (b, n) → logits (b,
     return loss.detach()
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-t06
-LM_SHAPES = ((12, 64), (4, 512), (2, 2048), (1, 4096), (1, 8192))      # (batch, length) measured
+LM_SHAPES = tuple((1, n) for n in (64, 256, 1024, 4096)) + tuple((8, n) for n in (64, 256, 1024))  # (b, n) measured
 
 def benchmark_lm_step(shapes:Sequence[tuple[int, int]], # (batch, length) pairs
                       num_tokens:int=256, # vocabulary size
@@ -1093,54 +1121,49 @@ def benchmark_lm_step(shapes:Sequence[tuple[int, int]], # (batch, length) pairs
                          params={k: sum(p.numel() for p in m.parameters()) for k, m in models.items()}))
     return rows
 
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-t08y
+def lm_crossovers(rows:list[dict], # rows of `benchmark_lm_step`
+                 ) -> dict[int, tuple[float|None, str]]:
+    "Per batch size, the length from which the linear LM's step is faster than the softmax LM's, and its description."
+    out = {}
+    for b in sorted({r['b'] for r in rows}):
+        rs = sorted((r for r in rows if r['b'] == b), key=lambda r: r['n'])
+        out[b] = crossover([r['n'] for r in rs], [r['speedup'] for r in rs])
+    return out
+
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-t09
 def plot_lm_step(rows:list[dict], # rows of `benchmark_lm_step`
                  title:str|None=None, # figure title
                 ):
-    "Tokens/s of both language models against n (each point's batch written at it), and the speed-up; a Figure."
+    "Tokens/s of both language models and the speed-up against n, one curve per batch size, crossovers dotted."
     from matplotlib.figure import Figure
     fig = Figure(figsize=(11, 4), layout='constrained')
     ax1, ax2 = fig.subplots(1, 2)
-    ns = [r['n'] for r in rows]
-    for key, label, st in (('linear_tok_s', 'linear attention LM', 'o-'), ('softmax_tok_s', 'softmax LM', 's--')):
-        ax1.plot(ns, [r[key] for r in rows], st, label=label)
-    for r in rows: ax1.annotate(f"b={r['b']}", (r['n'], r['linear_tok_s']), textcoords='offset points', xytext=(0, 6),
-                                ha='center', fontsize=8)                              # the batch, written at each point
-    ax1.set_ylabel('training tokens / s'); ax1.set_yscale('log'); ax1.legend()
-    sp = [r['speedup'] for r in rows]
-    err = [[s - r['speedup_lo'] for s, r in zip(sp, rows)], [r['speedup_hi'] - s for s, r in zip(sp, rows)]]
-    ax2.errorbar(ns, sp, yerr=err, fmt='o-', capsize=3, label='softmax step / linear step (rounds: bars)')
-    ax2.axhline(1, color='black', lw=.8); ax2.set_yscale('log'); ax2.set_ylabel('speed-up of the linear LM')
-    n_star, text = crossover(ns, sp)
-    if n_star and n_star > ns[0]: ax2.axvline(n_star, color='grey', ls=':', label=f'crossover n ≈ {n_star:.0f}')
-    ax2.legend(fontsize=8)
-    for ax in (ax1, ax2):
-        ax.set_xscale('log', base=2); ax.set_xticks(ns, [str(n) for n in ns]); ax.minorticks_off()
-        ax.grid(True, alpha=.3)
-        ax.set_xlabel('sequence length n')
+    for i, (b, (n_star, _)) in enumerate(lm_crossovers(rows).items()):
+        rs = sorted((r for r in rows if r['b'] == b), key=lambda r: r['n'])
+        ns, sp, c = [r['n'] for r in rs], [r['speedup'] for r in rs], f'C{i}'
+        ax1.plot(ns, [r['linear_tok_s'] for r in rs], 'o-', color=c, label=f'linear attention LM, b={b}')
+        ax1.plot(ns, [r['softmax_tok_s'] for r in rs], 's--', color=c, label=f'softmax LM, b={b}')
+        err = [[s - r['speedup_lo'] for s, r in zip(sp, rs)], [r['speedup_hi'] - s for s, r in zip(sp, rs)]]
+        ax2.errorbar(ns, sp, yerr=err, fmt='o-', color=c, capsize=3, label=f'b={b} (bars: lowest–highest round)')
+        if n_star and n_star > ns[0]: ax2.axvline(n_star, color=c, ls=':', label=f'b={b}: crossover n ≈ {n_star:.0f}')
+    ax2.axhline(1, color='black', lw=.8)                                          # above: the linear LM is faster
+    ns = sorted({r['n'] for r in rows})
+    _log2_axes(ax1, ns, 'training tokens / s', 'throughput')
+    _log2_axes(ax2, ns, 'softmax step / linear step', 'speed-up of the linear LM')
+    for ax in (ax1, ax2): ax.legend(fontsize=8)
     if title: fig.suptitle(title)
     return fig
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-t12p
 def print_lm_rows(rows:list[dict], # the rows of `benchmark_lm_step`
                  ):
-    "One line per (b, n): both steps' times and tokens/s, and the speed-up with its per-round range."
+    "One line per (b, n): both steps' times and tokens/s, the speed-up and its per-round range; the crossovers."
     for r in rows:
         print(f"b={r['b']:2d} n={r['n']:5d}: linear {r['linear_s'] * 1e3:7.1f} ms ({r['linear_tok_s']:6.0f} tok/s), "
               f"softmax {r['softmax_s'] * 1e3:7.1f} ms ({r['softmax_tok_s']:6.0f} tok/s); "
               f"softmax / linear = {r['speedup']:.2f}× (rounds {r['speedup_lo']:.2f}–{r['speedup_hi']:.2f}×)")
-    print('crossover:', crossover([r['n'] for r in rows], [r['speedup'] for r in rows])[1])
-
-# %% ../nbs/07_benchmarks.ipynb #06benchmarks-t12q
-_LM_LINE = re.compile(r'b=\s*(\d+) n=\s*(\d+): linear\s+([\d.]+) ms \(\s*(\d+) tok/s\), softmax\s+([\d.]+) ms '
-                      r'\(\s*(\d+) tok/s\); softmax / linear = ([\d.]+)× \(rounds ([\d.]+)–([\d.]+)×\)')
-def parse_lm_rows(text:str, # printed output that contains the lines of `print_lm_rows`
-                 ) -> list[dict]:
-    "The rows that `print_lm_rows` printed (b, n, times in s, tokens/s, speed-up and its round range), read back."
-    keys = ('b', 'n', 'linear_s', 'linear_tok_s', 'softmax_s', 'softmax_tok_s', 'speedup', 'speedup_lo', 'speedup_hi')
-    rows = [dict(zip(keys, map(float, m.groups()))) for m in _LM_LINE.finditer(text)]
-    for r in rows: r.update(b=int(r['b']), n=int(r['n']), linear_s=r['linear_s'] / 1e3, softmax_s=r['softmax_s'] / 1e3)
-    return rows
+    for b, (_, text) in lm_crossovers(rows).items(): print(f'b={b}: crossover: {text}')
 
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-t19
 def benchmark_settings(form:str, # a key of CAUSAL_FORMS

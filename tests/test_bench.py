@@ -8,7 +8,8 @@ import csv, math
 import pytest
 
 from efficient_attention_nb.bench import (BENCH_CASES, CAUSAL_FORMS, benchmark_causal, benchmark_lm_step,
-                                          interleaved_times, ratio_spread, run_bench, select_cases)
+                                          interleaved_times, lm_crossovers, ratio_spread, read_bench_results,
+                                          run_bench, select_cases)
 
 NS = (32, 48)
 
@@ -34,6 +35,9 @@ def test_quick_bench_every_mechanism(tmp_path):
         assert float(r['fwd_ms']) > 0
         if BENCH_CASES[r['mechanism']].backward: assert float(r['fwdbwd_ms']) > 0
         if r['baseline']: assert float(r['speedup_fwd']) > 0
+    back = read_bench_results(paths['csv'])                                 # the table, read back as numbers
+    assert [(r['mechanism'], r['n'], r['status']) for r in back] == [(r['mechanism'], int(r['n']), r['status']) for r in rows]
+    assert all(isinstance(r['fwd_ms'], float) for r in back)
     md = paths['md'].read_text()
     assert md.count('\n| ') >= len(rows) and 'float32 matmul rate' in md
     assert log[-1].startswith('wrote ') and 'bench.csv' in log[-1]
@@ -133,3 +137,4 @@ def test_lm_step_rows():
     r = rows[0]
     assert (r['b'], r['n']) == (2, 16) and r['linear_tok_s'] > 0 and r['softmax_tok_s'] > 0
     assert r['speedup_lo'] <= r['speedup'] <= r['speedup_hi']
+    assert list(lm_crossovers(rows)) == [2]                                  # one crossover per batch size
