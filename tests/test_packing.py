@@ -93,7 +93,8 @@ def test_bad_cu_seqlens(bad, error, msg):
 def test_packed_batch_and_backend_errors():
     q, k, v, beta, _ = _inputs()
     q2, k2, v2 = (torch.cat((t, t)) for t in (q, k, v))
-    with pytest.raises(ValueError, match='the batch must be 1, got 2'): causal_linear_attention(q2, k2, v2, cu_seqlens=CU)
+    with pytest.raises(ValueError, match='the batch must be 1, got 2'):
+        causal_linear_attention(q2, k2, v2, cu_seqlens=CU)
     with pytest.raises(ValueError, match="backend='auto' or 'torch'"):
         causal_linear_attention(q, k, v, cu_seqlens=CU, backend='triton')
     with pytest.raises(ValueError, match=r'initial_state.kv must have shape \(5'):
