@@ -291,20 +291,39 @@ def _doc_layout(cu_seqlens:torch.Tensor, n:int, c:int) -> tuple:
     chunk_doc = torch.searchsorted(last, torch.arange(n // c + D, device=cu.device)).clamp_max_(D - 1)
     return slot, chunk_doc, first, last
 
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-pack1b
+def _before(doc_q:torch.Tensor, doc_k:torch.Tensor) -> torch.Tensor:
+    "(…, T, S) bool: chunk s comes before chunk t and holds the same document (doc_q (…, T), doc_k (…, S))."
+    order = torch.ones(doc_q.shape[-1], doc_k.shape[-1], dtype=torch.bool, device=doc_q.device).tril(-1)
+    return (doc_q[..., :, None] == doc_k[..., None, :]) & order
+
+def _doc_prefix(C:torch.Tensor, chunk_doc:torch.Tensor) -> torch.Tensor:
+    """Σ_{t' < t, same document} C_t' for every chunk t of C (b, h, N, …), every sum inside one document (a running sum
+    minus its value at a start would lose short documents to rounding): in groups of G = ⌊√N⌋ chunks, by products
+    with 0/1 matrices, O(N·√N) per state entry."""
+    (b, h, N), G = C.shape[:3], max(1, int(C.shape[2] ** 0.5))
+    Ng = -(-N // G)
+    x = F.pad(C.flatten(3), (0, 0, 0, Ng * G - N)).view(b, h, Ng, G, -1)          # (b, h, Ng, G, d·e), zero-padded
+    doc = F.pad(chunk_doc, (0, Ng * G - N), value=-1).view(Ng, G)                  # padding chunks: no document
+    local = _before(doc, doc).to(C.dtype) @ x                                      # from the same group
+    tail = (local + x)[:, :, :, -1]                                                # each group's last document's sum
+    carried = _before(doc[:, 0], doc[:, -1]).to(C.dtype) @ tail                    # from earlier groups, per group
+    P = local + (doc == doc[:, :1]).to(C.dtype)[..., None] * carried[:, :, :, None]   # … for its first document
+    return P.view(b, h, Ng * G, *C.shape[3:])[:, :, :N]
+
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-pack2
 def _packed_chunked(q, k, v, cu_seqlens, chunk_size:int, eps:float, initial_state=None, return_state:bool=False):
     "The chunked form on mapped q, k of documents packed in a row of b = 1, each document starting a chunk."
     (b, h, n, d), e, D = q.shape, v.shape[-1], cu_seqlens.numel() - 1
     c, dtype, cdt = min(chunk_size, n), q.dtype, _compute_dtype(q, k, v)
     slot, chunk_doc, first, last = _doc_layout(cu_seqlens, n, c)
-    N, t = chunk_doc.numel(), torch.arange(chunk_doc.numel(), device=q.device)
+    N = chunk_doc.numel()
     with full_precision(q):
         S0 = None if initial_state is None else _state_tensor(initial_state, D, h, d, e, cdt, q.device)
         q, k, v1 = (rearrange(x.new_zeros(b, h, N * c, x.shape[-1]).index_copy(2, slot, x), 'b h (N c) x -> b h N c x',
                               c=c) for x in (q.to(cdt), k.to(cdt), F.pad(v.to(cdt), (0, 1), value=1.)))  # laid out
         C = k.transpose(-1, -2) @ v1                                                      # (a) C_t = φK_tᵀ [V_t|1]
-        same = (chunk_doc[:, None] == chunk_doc[None, :]) & (t[:, None] > t[None, :])    # t' < t, same document
-        P = torch.einsum('ts,bhsde->bhtde', same.to(cdt), C)                              # (b) S̄_t in its document
+        P = _doc_prefix(C, chunk_doc)                                                     # (b) S̄_t in its document
         if S0 is not None: P = P + rearrange(S0[chunk_doc], 'N h d e -> 1 h N d e')      #     + its state before
         A = (q @ k.transpose(-1, -2)).tril()                                              # (c) φq_i·φk_j, j ≤ i in t
         o = q @ P + A @ v1                                                                # (d) + φQ_t S̄_t
