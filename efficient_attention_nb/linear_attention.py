@@ -257,6 +257,81 @@ def _check_tile(tile) -> tuple:
     check_int(tile[0], 'tile[0] (rows per tile)'); check_int(tile[1], 'tile[1] (positions per tile)')
     return tile
 
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-pack
+def _check_cu_seqlens(cu_seqlens, n:int, b:int) -> int:
+    "Raise unless `cu_seqlens` is FlashAttention's [0, l1, …, n] (1-D, int32/int64, b = 1); the documents' count."
+    shown = 'a 1-D int32/int64 tensor [0, l1, l1+l2, ..., n] of document offsets'
+    if not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError(f'cu_seqlens must be {shown}, got {type(cu_seqlens).__name__}')
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f'cu_seqlens must be {shown}, got dtype {cu_seqlens.dtype}')
+    if cu_seqlens.ndim != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(f'cu_seqlens must be {shown}, got shape {tuple(cu_seqlens.shape)}')
+    if b != 1: raise ValueError(f'cu_seqlens packs the documents end to end in one row: the batch must be 1, got {b}')
+    cu = cu_seqlens.long()
+    ends = torch.stack((cu[0], cu[-1], (cu[1:] - cu[:-1]).amin()))                     # first, last, shortest document
+    if _holds(ends, lambda s: (s[0] == 0) & (s[1] == n) & (s[2] > 0), 'cu_seqlens: [0, ..., n], increasing'):
+        return cu_seqlens.numel() - 1
+    first, last, shortest = ends.tolist()
+    if first != 0: raise ValueError(f'cu_seqlens must start at 0, got {first}')
+    if last != n: raise ValueError(f'cu_seqlens must end at n={n} (the number of positions), got {last}')
+    raise ValueError(f'cu_seqlens must increase strictly (every document at least one position long), '
+                     f'got a step of {shortest}')
+
+def _doc_layout(cu_seqlens:torch.Tensor, n:int, c:int) -> tuple:
+    """Packed documents laid out in chunks of c, each document starting a chunk: every position's slot (n,), every
+    chunk's document (N,), each document's first and last chunk (D,). N = n // c + D chunks hold any lengths."""
+    cu, D = cu_seqlens.long(), cu_seqlens.numel() - 1                                   # shapes only: no host read
+    per_doc = (cu[1:] - cu[:-1] + c - 1) // c                                           # ⌈l / c⌉ chunks a document
+    last = per_doc.cumsum(0) - 1
+    first = last - per_doc + 1
+    pos = torch.arange(n, device=cu.device)
+    doc = torch.searchsorted(cu[1:], pos, right=True)                                   # each position's document
+    slot = first[doc] * c + pos - cu[doc]                                               # its place in the layout
+    chunk_doc = torch.searchsorted(last, torch.arange(n // c + D, device=cu.device)).clamp_max_(D - 1)
+    return slot, chunk_doc, first, last
+
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-pack1b
+def _before(doc_q:torch.Tensor, doc_k:torch.Tensor) -> torch.Tensor:
+    "(…, T, S) bool: chunk s comes before chunk t and holds the same document (doc_q (…, T), doc_k (…, S))."
+    order = torch.ones(doc_q.shape[-1], doc_k.shape[-1], dtype=torch.bool, device=doc_q.device).tril(-1)
+    return (doc_q[..., :, None] == doc_k[..., None, :]) & order
+
+def _doc_prefix(C:torch.Tensor, chunk_doc:torch.Tensor) -> torch.Tensor:
+    """Σ_{t' < t, same document} C_t' for every chunk t of C (b, h, N, …), every sum inside one document (a running sum
+    minus its value at a start would lose short documents to rounding): in groups of G = ⌊√N⌋ chunks, by products
+    with 0/1 matrices, O(N·√N) per state entry."""
+    (b, h, N), G = C.shape[:3], max(1, int(C.shape[2] ** 0.5))
+    Ng = -(-N // G)
+    x = F.pad(C.flatten(3), (0, 0, 0, Ng * G - N)).view(b, h, Ng, G, -1)          # (b, h, Ng, G, d·e), zero-padded
+    doc = F.pad(chunk_doc, (0, Ng * G - N), value=-1).view(Ng, G)                  # padding chunks: no document
+    local = _before(doc, doc).to(C.dtype) @ x                                      # from the same group
+    tail = (local + x)[:, :, :, -1]                                                # each group's last document's sum
+    carried = _before(doc[:, 0], doc[:, -1]).to(C.dtype) @ tail                    # from earlier groups, per group
+    P = local + (doc == doc[:, :1]).to(C.dtype)[..., None] * carried[:, :, :, None]   # … for its first document
+    return P.view(b, h, Ng * G, *C.shape[3:])[:, :, :N]
+
+# %% ../nbs/03_linear_attention.ipynb #03linearatte-pack2
+def _packed_chunked(q, k, v, cu_seqlens, chunk_size:int, eps:float, initial_state=None, return_state:bool=False):
+    "The chunked form on mapped q, k of documents packed in a row of b = 1, each document starting a chunk."
+    (b, h, n, d), e, D = q.shape, v.shape[-1], cu_seqlens.numel() - 1
+    c, dtype, cdt = min(chunk_size, n), q.dtype, _compute_dtype(q, k, v)
+    slot, chunk_doc, first, last = _doc_layout(cu_seqlens, n, c)
+    N = chunk_doc.numel()
+    with full_precision(q):
+        S0 = None if initial_state is None else _state_tensor(initial_state, D, h, d, e, cdt, q.device)
+        q, k, v1 = (rearrange(x.new_zeros(b, h, N * c, x.shape[-1]).index_copy(2, slot, x), 'b h (N c) x -> b h N c x',
+                              c=c) for x in (q.to(cdt), k.to(cdt), F.pad(v.to(cdt), (0, 1), value=1.)))  # laid out
+        C = k.transpose(-1, -2) @ v1                                                      # (a) C_t = φK_tᵀ [V_t|1]
+        P = _doc_prefix(C, chunk_doc)                                                     # (b) S̄_t in its document
+        if S0 is not None: P = P + rearrange(S0[chunk_doc], 'N h d e -> 1 h N d e')      #     + its state before
+        A = (q @ k.transpose(-1, -2)).tril()                                              # (c) φq_i·φk_j, j ≤ i in t
+        o = q @ P + A @ v1                                                                # (d) + φQ_t S̄_t
+        out = rearrange(_split_num_den(o, eps), 'b h N c e -> b h (N c) e').index_select(2, slot).to(dtype)
+        if not return_state: return out
+        S = rearrange((P + C)[:, :, last], '1 h D d e -> D h d e')                       # after each last chunk
+    return out, LinearAttentionState(S[..., :-1], S[..., -1])
+
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-disp-in
 _KERNELS: dict[str, Callable] = {}       # backend → kernel, registered by `kernels` and `cpu_kernels`
 _BACKENDS = ('auto', 'torch', 'triton', 'tiled')
@@ -268,9 +343,10 @@ def _unregistered(backend:str) -> ValueError:
 
 def _causal_linear_attention(q, k, v, mask, feature_map, chunk_size:int, eps:float, initial_state=None,
                              return_state:bool=False, backend:str='auto', tile:tuple=(4096, 512),
-                             kernel_min_rows:int=131072):
+                             kernel_min_rows:int=131072, cu_seqlens=None):
     "`causal_linear_attention` without its checks (a bool mask or None): the path layers call with checked inputs."
-    for name in {'auto': ('triton', 'tiled'), 'torch': ()}.get(backend, (backend,)):
+    names = {'auto': ('triton', 'tiled'), 'torch': ()}.get(backend, (backend,))
+    for name in names if cu_seqlens is None else ():                   # packed documents: the chunked form below
         if name not in _KERNELS:
             if backend == 'auto': continue
             raise _unregistered(name)
@@ -280,6 +356,7 @@ def _causal_linear_attention(q, k, v, mask, feature_map, chunk_size:int, eps:flo
         if out is not None: return out                                   # None: this backend declined
     q, k = _map_qk(q, k, feature_map)
     k, v = zero_padded(k, mask), zero_padded(v, mask)                                 # padded keys: inert
+    if cu_seqlens is not None: return _packed_chunked(q, k, v, cu_seqlens, chunk_size, eps, initial_state, return_state)
     if q.shape[2] <= chunk_size and initial_state is None and not return_state:         # one chunk: the chunked
         return causal_linear_attention_quadratic(q, k, v, eps=eps)                        # form is the quadratic one
     return causal_linear_attention_chunked(q, k, v, chunk_size, eps, initial_state, return_state)
@@ -298,6 +375,7 @@ def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped 
                             backend:str='auto', # 'auto', 'torch' (the chunked form), 'triton' or 'tiled' (CPU)
                             tile:tuple=(4096, 512), # CPU tile kernel: (rows, positions) per cache-sized tile
                             kernel_min_rows:int=131072, # CPU, 'auto': the tile kernel from b·h·n rows on
+                            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): offsets [0, l1, l1+l2, …, n]
                            ): # (b, h, n, e), or (output, LinearAttentionState) with return_state
     "Exact causal linear attention in O(n) memory, any n: a fast backend where one takes it, else the chunked form."
     # legend: b batch, h heads, n positions, d features, e value width
@@ -305,8 +383,12 @@ def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped 
     check_int(chunk_size, 'chunk_size'); check_float(eps, 'eps'); _check_tile(tile)
     check_int(kernel_min_rows, 'kernel_min_rows', min=0); check_choice(backend, 'backend', _BACKENDS)
     mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=k.device)
+    if cu_seqlens is not None:                                   # states per document: leading size = documents
+        _check_cu_seqlens(cu_seqlens, sizes['n'], sizes['b']); cu_seqlens = cu_seqlens.to(q.device)
+        if backend not in ('auto', 'torch'):
+            raise ValueError(f"cu_seqlens runs on backend='auto' or 'torch' (the chunked form), got {backend=}")
     return _causal_linear_attention(q, k, v, mask, feature_map, chunk_size, eps, initial_state, return_state, backend,
-                                    tile, kernel_min_rows)
+                                    tile, kernel_min_rows, cu_seqlens)
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-047
 class LinearSelfAttention(nn.Module):
