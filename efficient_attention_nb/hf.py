@@ -94,6 +94,10 @@ class LinearAttentionCache:
                       ) -> int:
         "Positions fed so far, padding included (what `generate` asks of a cache)."
         return self.seen
+    def reorder_cache(self, beam_idx:torch.Tensor, # the rows beam search keeps
+                     ):
+        "Refused with a clear error: beam search is not supported; decode greedily or by sampling."
+        raise ValueError('beam search (num_beams > 1) is not supported by this cache: use greedy decoding or sampling')
     def __repr__(self): return f'{type(self).__name__}({len(self.groups)} group(s), {self.seen} positions)'
 
 def _spans(attention_mask, b:int, n:int, device) -> dict:
