@@ -18,6 +18,7 @@ min_python = cfg['min_python']
 py_versions = ['3.10', '3.11', '3.12', '3.13']
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+hf_requirements = shlex.split(cfg.get('hf_requirements', ''))              # the extra [hf]: the Hugging Face classes
 console_scripts = cfg.get('console_scripts', '').split()
 
 setuptools.setup(
@@ -33,7 +34,7 @@ setuptools.setup(
     include_package_data=True,
     package_data={cfg['lib_name'] + '.data': ['*.txt']},
     install_requires=requirements,
-    extras_require={'dev': dev_requirements,
+    extras_require={'dev': dev_requirements, 'hf': hf_requirements,
                     'peers': ['linformer', 'linear-attention-transformer', 'local-attention==1.4.4', 'product-key-memory==0.1.10']},
     python_requires='>=' + min_python,
     long_description=open('README.md', encoding='utf-8').read(),

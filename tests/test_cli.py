@@ -153,3 +153,22 @@ def test_console_script_prints_no_traceback(tmp_path):
                         '--out', str(tmp_path / 'r')], capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and p.stdout == ''
     assert p.stderr.startswith('efficient-attention train: error: --text:') and 'Traceback' not in p.stderr
+
+
+def test_export_hf_round_trip_and_refusals(tmp_path):
+    "A transformer run becomes a folder that transformers loads with the same logits; anything else is one line."
+    pytest.importorskip('transformers')
+    import efficient_attention_nb.hf                                       # registers the classes
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    assert run('train', '--attn', 'transformer', *TINY, '--seq-len', '8', '--out', tmp_path / 'tf')[0] == 0
+    rc, o, e = run('export-hf', tmp_path / 'tf', tmp_path / 'hf')
+    assert (rc, e) == (0, ''), e
+    model, vocab, _ = load_run(tmp_path / 'tf')
+    ids = vocab.encode('the fox')[None]
+    with torch.no_grad():
+        assert torch.equal(AutoModelForCausalLM.from_pretrained(tmp_path / 'hf')(ids).logits, model(ids))
+    assert AutoTokenizer.from_pretrained(tmp_path / 'hf')('the fox').input_ids == ids[0].tolist()
+    refused(*run('export-hf', tmp_path / 'tf', tmp_path / 'hf')[::2], 'already exists and is not empty; add --force')
+    refused(*run('export-hf', tmp_path / 'nowhere', tmp_path / 'x')[::2], 'no checkpoint at')
+    assert run('train', '--attn', 'softmax', *TINY, '--seq-len', '8', '--out', tmp_path / 'sm')[0] == 0
+    refused(*run('export-hf', tmp_path / 'sm', tmp_path / 'y')[::2], "export-hf needs attn='transformer'")
