@@ -11,4 +11,5 @@ from .transformer import *
 from .compositional import *
 from .delta_rule import *
 from .kernels import *
+from .packing import *
 from .cpu_kernels import *
