@@ -439,7 +439,7 @@ def export_hf(run:str|Path, # a run folder of train with attn='transformer' on t
                          '(a LinearAttentionTransformerLM)')
     if vocab is None: raise ValueError(f"{run} holds a {c['task']!r} model; export-hf needs a character model")
     folder = Path(folder)
-    hf.LinearAttentionTransformerForCausalLM.from_lm(model, options).save_pretrained(folder)
+    hf.LinearAttentionForCausalLM.from_lm(model, options).save_pretrained(folder)
     hf.char_tokenizer(vocab.to_dict()['chars']).save_pretrained(folder)
     return folder
 

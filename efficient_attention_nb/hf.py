@@ -25,7 +25,7 @@ from .core import default, document_arguments
 from .transformer import LinearAttentionTransformerLM, LinformerSettings, LinformerContextSettings
 
 # %% auto #0
-__all__ = ['LinearAttentionTransformerConfig', 'LinearAttentionCache', 'LinearAttentionTransformerForCausalLM', 'causal_lm_loss',
+__all__ = ['LinearAttentionTransformerConfig', 'LinearAttentionCache', 'LinearAttentionForCausalLM', 'causal_lm_loss',
            'char_tokenizer']
 
 # %% ../nbs/12_hf.ipynb #12hf-011
@@ -41,13 +41,7 @@ _SETTINGS = {'linformer_settings': LinformerSettings, 'context_linformer_setting
 
 # %% ../nbs/12_hf.ipynb #12hf-012
 class LinearAttentionTransformerConfig(PretrainedConfig):
-    """The options of `LinearAttentionTransformerLM` as a Hugging Face config (causal by default).
-
-    Parameters
-    ----------
-    kwargs : dict
-        the other options of LinearAttentionTransformerLM, and the fields of transformers' own configs
-    """
+    "The options of `LinearAttentionTransformerLM` as a Hugging Face config (causal by default)."
     model_type = 'linear_attention_transformer'
     attribute_map = {'vocab_size': 'num_tokens', 'hidden_size': 'dim', 'num_hidden_layers': 'depth',
                      'num_attention_heads': 'heads', 'max_position_embeddings': 'max_seq_len'}
@@ -57,8 +51,14 @@ class LinearAttentionTransformerConfig(PretrainedConfig):
     max_seq_len: int = 1024 # longest sequence (size of the position embedding)
     causal: bool = True # autoregressive (generate needs it)
     use_cache: bool = True # forward returns the decoding cache
-    def __init__(self, num_tokens:int=256, dim:int=512, depth:int=6, max_seq_len:int=1024, causal:bool=True,
-                 use_cache:bool=True, **kwargs):
+    def __init__(self, num_tokens:int=256, # vocabulary size
+                 dim:int=512, # model width
+                 depth:int=6, # number of layers
+                 max_seq_len:int=1024, # longest sequence (size of the position embedding)
+                 causal:bool=True, # autoregressive (generate needs it)
+                 use_cache:bool=True, # forward returns the decoding cache
+                 **kwargs, # the other options of LinearAttentionTransformerLM, and the fields of transformers' configs
+                ):
         lm = _lm_defaults() | dict(num_tokens=num_tokens, dim=dim, depth=depth, max_seq_len=max_seq_len, causal=causal)
         unknown = sorted(set(kwargs) - set(lm) - _HF_FIELDS - {k for k in kwargs if k.startswith('_')})
         if unknown:
@@ -118,7 +118,7 @@ def _spans(attention_mask, b:int, n:int, device) -> dict:
     return {k: torch.tensor(v, device=device) for k, v in groups.items()}
 
 # %% ../nbs/12_hf.ipynb #12hf-031
-class LinearAttentionTransformerForCausalLM(PreTrainedModel, GenerationMixin):
+class LinearAttentionForCausalLM(PreTrainedModel, GenerationMixin):
     "`LinearAttentionTransformerLM` as a Hugging Face causal LM: `lm` is the library's model, with its parameters."
     config_class = LinearAttentionTransformerConfig
     base_model_prefix = 'lm'
@@ -140,7 +140,7 @@ class LinearAttentionTransformerForCausalLM(PreTrainedModel, GenerationMixin):
     @classmethod
     def from_lm(cls, lm:LinearAttentionTransformerLM, # a model of the library (e.g. trained)
                 options:dict, # the keyword arguments it was built with
-               ) -> LinearAttentionTransformerForCausalLM:
+               ) -> LinearAttentionForCausalLM:
         "Wrap a library model: a new model built from `options`, with `lm`'s weights (they must fit exactly)."
         hf = cls(LinearAttentionTransformerConfig(**options))
         hf.lm.load_state_dict(lm.state_dict())
@@ -182,7 +182,7 @@ def causal_lm_loss(logits:torch.Tensor, # (b, n, V)
 
 # %% ../nbs/12_hf.ipynb #12hf-042
 @patch
-def forward(self:LinearAttentionTransformerForCausalLM,
+def forward(self:LinearAttentionForCausalLM,
             input_ids:torch.Tensor, # token ids (b, n): the prompt, or the new tokens when `cache` is given
             attention_mask:torch.Tensor|None=None, # (b, n + earlier positions), 1 = keep; left padding for prompts
             labels:torch.Tensor|None=None, # (b, n) targets of the causal-LM loss (-100: ignored)
@@ -214,7 +214,7 @@ def forward(self:LinearAttentionTransformerForCausalLM,
 
 # %% ../nbs/12_hf.ipynb #12hf-051
 AutoConfig.register(LinearAttentionTransformerConfig.model_type, LinearAttentionTransformerConfig, exist_ok=True)
-AutoModelForCausalLM.register(LinearAttentionTransformerConfig, LinearAttentionTransformerForCausalLM, exist_ok=True)
+AutoModelForCausalLM.register(LinearAttentionTransformerConfig, LinearAttentionForCausalLM, exist_ok=True)
 
 # %% ../nbs/12_hf.ipynb #12hf-071
 def char_tokenizer(chars:str, # the vocabulary: character i has id i (e.g. CharVocab.to_dict()['chars'])

@@ -119,6 +119,8 @@ def _undocumented(obj):
     "Arguments without a docment; a class is judged by the `__init__` it defines (NamedTuples and exceptions have none)."
     from fastcore.docments import docments
     if inspect.isclass(obj) and '__init__' not in vars(obj) and not hasattr(obj, '__dataclass_fields__'): return []
+    init = vars(obj).get('__init__') if inspect.isclass(obj) else None
+    if inspect.isfunction(init) and not init.__code__.co_filename.startswith('<'): obj = init   # written, not generated
     try: d = docments(obj, full=True, args_kwargs=True)
     except (TypeError, ValueError): return []
     return [k for k, v in d.items() if k not in ('self', 'cls', 'return') and not v['docment']]
