@@ -278,6 +278,12 @@ def _check_cu_seqlens(cu_seqlens, n:int, b:int) -> int:
     raise ValueError(f'cu_seqlens must increase strictly (every document at least one position long), '
                      f'got a step of {shortest}')
 
+def _doc_positions(cu_seqlens:torch.Tensor, n:int) -> tuple:
+    "Each position's document (n,), its offset from the document's start, and how many positions follow it there."
+    cu, pos = cu_seqlens.long(), torch.arange(n, device=cu_seqlens.device)
+    doc = torch.searchsorted(cu[1:], pos, right=True)                                   # each position's document
+    return doc, pos - cu[doc], cu[doc + 1] - 1 - pos
+
 def _doc_layout(cu_seqlens:torch.Tensor, n:int, c:int) -> tuple:
     """Packed documents laid out in chunks of c, each document starting a chunk: every position's slot (n,), every
     chunk's document (N,), each document's first and last chunk (D,). N = n // c + D chunks hold any lengths."""
@@ -285,9 +291,8 @@ def _doc_layout(cu_seqlens:torch.Tensor, n:int, c:int) -> tuple:
     per_doc = (cu[1:] - cu[:-1] + c - 1) // c                                           # ⌈l / c⌉ chunks a document
     last = per_doc.cumsum(0) - 1
     first = last - per_doc + 1
-    pos = torch.arange(n, device=cu.device)
-    doc = torch.searchsorted(cu[1:], pos, right=True)                                   # each position's document
-    slot = first[doc] * c + pos - cu[doc]                                               # its place in the layout
+    doc, offset, _ = _doc_positions(cu_seqlens, n)
+    slot = first[doc] * c + offset                                                      # its place in the layout
     chunk_doc = torch.searchsorted(last, torch.arange(n // c + D, device=cu.device)).clamp_max_(D - 1)
     return slot, chunk_doc, first, last
 

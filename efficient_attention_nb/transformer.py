@@ -24,11 +24,13 @@ __all__ = ['local_band_mask', 'local_attention', 'blindspot_linear_attention', '
 from .core import (check_tensor, check_int, check_float, check_choice, check_heads, check_token_ids,
                                          as_mask,
                                          full_precision, upcast, zero_padded, FeedForward, PreNorm, ReversibleSequence,
-                                         TokenLM, pad_to_multiple, sdpa_attention, document_arguments, _holds)
+                                         TokenLM, pad_to_multiple, sdpa_attention, document_arguments, _holds,
+                                         _check_length)
 from .linear_attention import (elu_feature_map, noncausal_linear_attention,
                                                      causal_linear_attention,
                                                      causal_linear_attention_step, _causal_linear_attention,
-                                                     LinearAttentionState, LinearSelfAttention, ImageLinearAttention)
+                                                     LinearAttentionState, LinearSelfAttention, ImageLinearAttention,
+                                                     _check_cu_seqlens, _doc_positions)
 from .linformer import LinformerSelfAttention
 from .delta_rule import delta_rule_attention, _decode_step, _unit
 _all_ = ['ImageLinearAttention']   # re-exported: linear-attention-transformer imports it from the transformer package
@@ -51,8 +53,9 @@ def _strips(t:torch.Tensor, back:int, fwd:int) -> torch.Tensor:
     p = F.pad(t, (0, 0, 0, 0, back, fwd))                                              # empty blocks at both ends
     return torch.cat([p[:, :, s:s + u] for s in range(back + 1 + fwd)], dim=3)
 
-def _strip_mask(n:int, w:int, causal:bool, mask, device) -> torch.Tensor:
-    "Which strip keys each query may see, (u, w, s·w) or (b, u, w, s·w): the band, inside the sequence, not padded."
+def _strip_mask(n:int, w:int, causal:bool, mask, device, doc=None) -> torch.Tensor:
+    """Which strip keys each query may see, (u, w, s·w) or (b, u, w, s·w): the band, inside the sequence, not padded,
+    and in the query's document when `doc` (n,) gives each position's document (packed documents, below)."""
     back, fwd = (1, 0) if causal else (1, 1)
     u = -(-n // w)
     qpos = torch.arange(u * w, device=device).view(u, w)                                # query positions i
@@ -61,6 +64,8 @@ def _strip_mask(n:int, w:int, causal:bool, mask, device) -> torch.Tensor:
     band = ((dist >= 0) & (dist <= w)) if causal else dist.abs() <= w                  # |i-j| <= w
     keep = (kpos >= 0) & (kpos < n)                                                     # keys inside the sequence
     if mask is not None: keep = keep & mask[:, kpos.clamp(0, n - 1)]                    # and not padding: (b, u, s·w)
+    if doc is not None:                                                                 # same document only
+        band = band & (doc[qpos.clamp(max=n - 1)][:, :, None] == doc[kpos.clamp(0, n - 1)][:, None, :])
     return band & keep[..., None, :]
 
 # %% ../nbs/04_transformer.ipynb #04transforme-010p
@@ -86,15 +91,17 @@ def _strip_products(bq, sk, sv, keep, dropout:float) -> torch.Tensor:
     return out.to(sv.dtype)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-010c
-def _strip_attention(q, k, v, w:int, causal:bool, mask, dropout:float) -> torch.Tensor:
+def _strip_attention(q, k, v, w:int, causal:bool, mask, dropout:float, doc=None) -> torch.Tensor:
     "Local attention by strips, unchecked: (b, h, n, d) queries and keys, (b, h, n, e) values → (b, h, n, e)."
     b, n = q.shape[0], q.shape[-2]
     if n <= (2 if causal else 3) * w or b == 0:                                        # one strip holds everything
-        return sdpa_attention(q, k, v, mask=mask, attn_mask=local_band_mask(n, w, causal, q.device), dropout=dropout)
+        band = local_band_mask(n, w, causal, q.device)
+        if doc is not None: band = band & (doc[:, None] == doc[None, :])               # same document only
+        return sdpa_attention(q, k, v, mask=mask, attn_mask=band, dropout=dropout)
     back, fwd = (1, 0) if causal else (1, 1)
     bq, bk, bv = (rearrange(pad_to_multiple(t, w)[0], 'b h (u w) d -> b h u w d', w=w) for t in (q, k, v))
     sk, sv = _strips(bk, back, fwd), _strips(bv, back, fwd)                            # (b, h, u, s·w, d)
-    keep = _strip_mask(n, w, causal, mask, q.device)
+    keep = _strip_mask(n, w, causal, mask, q.device, doc)
     if mask is None and q.device.type == 'cpu': out = _strip_products(bq, sk, sv, keep, dropout)
     else: out = _strip_sdpa(bq, sk, sv, keep, mask, dropout)
     return out.flatten(2, 3)[:, :, :n]                                                 # (b, h, n, e): crop the padding
@@ -105,11 +112,12 @@ def _flex_pays(q, v, dropout:float) -> bool:
     return (q.device.type == 'cuda' and not dropout and q.dtype in (torch.float16, torch.bfloat16, torch.float32)
             and min(q.shape[-1], v.shape[-1]) >= 16 and q.shape[0] > 0)
 
-def _local_attention(q, k, v, window_size:int, causal:bool, mask, dropout:float, backend:str='auto') -> torch.Tensor:
+def _local_attention(q, k, v, window_size:int, causal:bool, mask, dropout:float, backend:str='auto',
+                     doc=None) -> torch.Tensor:
     "`local_attention` without its checks, for layers: FlexAttention (below) where it pays, else the strips."
-    if backend == 'flex' or (backend == 'auto' and _flex_pays(q, v, dropout)):
+    if doc is None and (backend == 'flex' or (backend == 'auto' and _flex_pays(q, v, dropout))):
         return _flex_local(q, k, v, window_size, causal, mask)
-    return _strip_attention(q, k, v, window_size, causal, mask, dropout)
+    return _strip_attention(q, k, v, window_size, causal, mask, dropout, doc)
 
 def local_attention(q:torch.Tensor, # queries (b, h, n, d)
                     k:torch.Tensor, # keys (b, h, n, d)
@@ -119,6 +127,8 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
                     mask:torch.Tensor|None=None, # key padding mask (b, n), True = keep
                     dropout:float=0., # dropout on the attention weights
                     backend:str='auto', # 'strips', 'flex' (FlexAttention, no dropout), or 'auto': flex where it pays
+                    *,
+                    cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): offsets [0, l1, …, n]; strips only
                    ) -> torch.Tensor: # (b, h, n, e)
     """Windowed softmax attention: O(n·w) time and memory, any n, by strips of keys or by FlexAttention's tiles.
     Einstein notation: b batch, h heads, u blocks, w block width (= window), s·w strip width, d/e key/value width."""
@@ -128,7 +138,11 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
     w, (b, n) = check_int(window_size, 'window_size'), (sizes['b'], sizes['n'])
     mask = as_mask(mask, 'mask', (b, n), device=q.device)
     if check_choice(backend, 'backend', ('auto', 'strips', 'flex')) == 'flex': _check_flex(q, k, v, dropout)
-    return _local_attention(q, k, v, w, causal, mask, dropout, backend)
+    if cu_seqlens is None: return _local_attention(q, k, v, w, causal, mask, dropout, backend)
+    _check_cu_seqlens(cu_seqlens, n, b)
+    if backend == 'flex': raise ValueError("cu_seqlens runs on backend='auto' or 'strips', got backend='flex'")
+    doc = _doc_positions(cu_seqlens.to(q.device), n)[0]                                # each position's document
+    return _local_attention(q, k, v, w, causal, mask, dropout, 'strips', doc)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-014
 def blindspot_linear_attention(q:torch.Tensor, # feature-mapped (non-negative) queries (b, h, n, d)
@@ -248,54 +262,77 @@ def _merge(self:LocalGlobalAttention, outs:list):
 
 # %% ../nbs/04_transformer.ipynb #04transforme-017c
 @patch
-def _local(self:LocalGlobalAttention, q, k, v, mask=None):
-    "(QKᵀ)V inside the window, on the local heads (the first `n_local_heads`)."
+def _local(self:LocalGlobalAttention, q, k, v, mask=None, doc=None):
+    "(QKᵀ)V inside the window, on the local heads (the first `n_local_heads`); `doc`: each position's document."
     p = self.attn_dropout.p if self.training else 0.
-    return _local_attention(q, k, v, self.window_size, self.causal, mask, p)
+    return _local_attention(q, k, v, self.window_size, self.causal, mask, p, doc=doc)
 
 _MAPPED = nn.Identity()   # q and k arrive mapped (elu + 1 >= 0): no non-negativity check, which reads values back
 
 @patch
-def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=False, beta=None):
+def _global(self:LocalGlobalAttention, q, k, v, mask=None, return_state:bool=False, beta=None, cu_seqlens=None):
     """Q(KᵀV) on the global heads, φ = elu + 1 with padded keys and values zeroed (or the delta rule with
     global_attn='delta'); (output, state) with `return_state`."""
     B, c = self.blindspot_size, self.chunk_size
     if self.global_attn == 'delta':                                    # unit queries and keys; β = 0 where padded
         return delta_rule_attention(_unit(q), _unit(k), v, beta, chunk_size=c, return_state=return_state,
-                                    check_bounds=False)                      # unit keys, β = σ(·): in bounds
+                                    check_bounds=False, cu_seqlens=cu_seqlens)   # unit keys, β = σ(·): in bounds
     if self.causal and B == 1:                     # raw q, k: the kernels apply φ as they load them (GPU, CPU tiles)
-        return _causal_linear_attention(q, k, v, mask, 'elu', c, self.eps, return_state=return_state)
+        return _causal_linear_attention(q, k, v, mask, 'elu', c, self.eps, return_state=return_state,
+                                        cu_seqlens=cu_seqlens)
     q, k, v = elu_feature_map(q), zero_padded(elu_feature_map(k), mask), zero_padded(v, mask)
     if not self.causal: return noncausal_linear_attention(q, k, v, eps=self.eps, feature_map=_MAPPED)
     out = blindspot_linear_attention(q, k, v, B, eps=self.eps)                          # causal, B > 1
     return (out, _blindspot_state(k, v, B)) if return_state else out
 
+
+# %% ../nbs/04_transformer.ipynb #04transforme-017f
+@patch
+def _documents(self:LocalGlobalAttention, cu_seqlens, b:int, n:int) -> torch.Tensor:
+    "Check packed documents' offsets for this layer; each position's document (n,)."
+    if not self.causal or self.blindspot_size > 1:
+        raise ValueError('cu_seqlens needs causal=True and blindspot_size=1 (every document starts from a zero '
+                         f'state), got causal={self.causal}, blindspot_size={self.blindspot_size}')
+    _check_cu_seqlens(cu_seqlens, n, b)
+    return _doc_positions(cu_seqlens, n)[0]
+
 @patch
 def forward(self:LocalGlobalAttention, x:torch.Tensor, # input (b, n, dim)
             mask:torch.Tensor|None=None, # padding mask (b, n), True = keep
+            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1, causal): offsets [0, l1, l1+l2, …, n]
             **kwargs, # ignored (sublayers all receive the transformer's keyword arguments)
            ) -> torch.Tensor: # (b, n, dim)
     "Local and global heads side by side. Legend: b batch, n tokens, h heads (l local + the rest global), d head width."
     sizes = {}
     check_tensor(x, 'x', ('b', 'n', self.dim), sizes)
     mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=x.device, allow_empty_rows=True)
+    if cu_seqlens is not None:
+        cu_seqlens = cu_seqlens.to(x.device); doc = self._documents(cu_seqlens, sizes['b'], sizes['n'])
+    else: doc = None
     local, glob = self._heads(x)
-    outs = [self._local(*local, mask)] if self.n_local_heads > 0 else []
-    if self.n_local_heads < self.heads: outs.append(self._global(*glob, mask, beta=self._beta(x, mask)))
+    outs = [self._local(*local, mask, doc)] if self.n_local_heads > 0 else []
+    if self.n_local_heads < self.heads:
+        outs.append(self._global(*glob, mask, beta=self._beta(x, mask), cu_seqlens=cu_seqlens))
     return self._merge(outs)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-023
 def shift_tokens(x:torch.Tensor, # (b, n, d)
                  shifts:Sequence[int], # shift of each feature group; > 0 moves features forward (x_t gets x_{t-s})
                  mask:torch.Tensor|None=None, # (b, n) True = keep; padded positions are zeroed before shifting
+                 cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): nothing shifts across a boundary
                 ) -> torch.Tensor: # (b, n, d)
     "Split the features into `len(shifts)` groups and shift group g by `shifts[g]` positions along the sequence."
     x = zero_padded(x, mask)
     n, seg = x.shape[1], x.shape[-1] // len(shifts)
+    if cu_seqlens is not None:
+        _check_cu_seqlens(cu_seqlens, n, x.shape[0])
+        _, before, after = _doc_positions(cu_seqlens.to(x.device), n)     # positions before, after in its document
     parts = list(x.split(seg, dim=-1))
     for i, s in enumerate(shifts):
         if s > 0: parts[i] = F.pad(parts[i], (0, 0, s, 0))[:, :n]                     # x_t <- x_{t-s}
         elif s < 0: parts[i] = F.pad(parts[i], (0, 0, 0, -s))[:, -s:]                 # x_t <- x_{t+|s|}
+        if s and cu_seqlens is not None:                                               # from another document: 0
+            parts[i] = parts[i].masked_fill(((before if s > 0 else after) < abs(s))[None, :, None], 0.)
     return torch.cat(parts, dim=-1)
 
 class PreShiftTokens(nn.Module):
@@ -307,10 +344,11 @@ class PreShiftTokens(nn.Module):
         self.shifts, self.fn = tuple(shifts), fn
     def forward(self, x:torch.Tensor, # (b, n, d)
                 mask:torch.Tensor|None=None, # padding mask (b, n), True = keep
+                cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1), see `shift_tokens`
                 **kwargs, # passed to `fn`
                ) -> torch.Tensor: # what `fn` returns
         "`fn` on the shifted input."
-        return self.fn(shift_tokens(x, self.shifts, mask), mask=mask, **kwargs)
+        return self.fn(shift_tokens(x, self.shifts, mask, cu_seqlens), mask=mask, cu_seqlens=cu_seqlens, **kwargs)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-026
 class ChunkedFeedForward(FeedForward):
@@ -340,9 +378,13 @@ class FoldAxially(nn.Module):
         self.axial_dim, self.fn = check_int(axial_dim, 'axial_dim'), fn
     def forward(self, x:torch.Tensor, # (b, n, d)
                 mask:torch.Tensor|None=None, # padding mask (b, n), True = keep
+                cu_seqlens:torch.Tensor|None=None, # packed documents: refused (a strided sequence crosses them)
                 **kwargs, # passed to `fn`
                ) -> torch.Tensor: # (b, n, d)
         "Fold, run `fn`, unfold. Legend: b batch, u positions per strided sequence, w = axial_dim offsets."
+        if cu_seqlens is not None:
+            raise ValueError('cu_seqlens: the axial fold attends along strided positions of every document at once; '
+                             'pack documents with attend_axially=False')
         b, n, _ = x.shape
         w = self.axial_dim
         if b == 0: return torch.zeros_like(x)                                           # an empty batch
@@ -551,10 +593,16 @@ def forward(self:LinearAttentionTransformer, x:torch.Tensor, # input (b, n, dim)
             input_mask:torch.Tensor|None=None, # padding mask (b, n), True = keep
             context:torch.Tensor|None=None, # encoder output (b, m, dim), when receives_context
             context_mask:torch.Tensor|None=None, # padding mask of the context (b, m)
+            *,
+            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1, causal): offsets [0, l1, l1+l2, …, n]
            ) -> torch.Tensor: # (b, n, dim)
     "The stack of layers."
     kw = self._check_input(x, context, context_mask)
     kw['mask'] = as_mask(input_mask, 'input_mask', tuple(x.shape[:2]), device=x.device)
+    if cu_seqlens is not None:
+        if self.receives_context: raise ValueError('cu_seqlens: packed documents would share one context; '
+                                                   'pack documents with receives_context=False')
+        _check_cu_seqlens(cu_seqlens, x.shape[1], x.shape[0]); kw['cu_seqlens'] = cu_seqlens.to(x.device)
     if self.reversible: return self.net(x, **kw)                                        # activations recomputed
     return self._walk(x, lambda i, j, sub, h: sub(h, **kw))
 
@@ -604,9 +652,17 @@ def forward(self:LinearAttentionTransformerLM, x:torch.Tensor, # token ids (b, n
             input_mask:torch.Tensor|None=None, # padding mask (b, n), True = keep
             context:torch.Tensor|None=None, # encoder output (b, m, dim), when receives_context
             context_mask:torch.Tensor|None=None, # padding mask of the context (b, m)
+            *,
+            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1, causal): offsets; positions restart in each
            ) -> torch.Tensor: # logits (b, n, num_tokens), or hidden states (b, n, dim) with `return_embeddings`
     "Logits for every position."
-    return TokenLM.forward(self, x, input_mask=input_mask, context=context, context_mask=context_mask)
+    kw = dict(input_mask=input_mask, context=context, context_mask=context_mask)
+    if cu_seqlens is None: return TokenLM.forward(self, x, **kw)
+    check_token_ids(x, 'x', self.num_tokens); _check_length(self, x.shape[1])
+    _check_cu_seqlens(cu_seqlens, x.shape[1], x.shape[0])
+    _, offset, _ = _doc_positions(cu_seqlens.to(x.device), x.shape[1])                # position in its document
+    h = self.project_in(self.token_emb(x) + self.pos_emb(offset))
+    return self.head(self.body(h, **kw, cu_seqlens=cu_seqlens))
 
 # %% ../nbs/04_transformer.ipynb #04transforme-044r2
 def _ring(k:torch.Tensor, slots:int) -> torch.Tensor:
