@@ -14,7 +14,7 @@ import torch
 from . import __version__
 from .core import check_int, check_float, check_divisible, document_arguments
 from .train import (ATTENTIONS, TASKS, AUTOCAST_DTYPES, train, resume, load_run,
-                                          load_training_state, read_text, best_run, TrainingInterrupted,
+                                          load_training_state, read_documents, best_run, TrainingInterrupted,
                                           CheckpointError, _autocast, _dist_env)
 from . import bench
 from . import train as train_module
@@ -40,8 +40,13 @@ def _train_data_args(p:argparse.ArgumentParser):
                    help='attention mechanism (transformer: local softmax + global linear heads)')
     g.add_argument('--task', default='char', choices=TASKS,
                    help='char: next character (of --text, or of the packaged corpus); recall: associative recall')
-    g.add_argument('--text', metavar='PATH', default=None,
-                   help='a UTF-8 text file to learn, character by character (default: the packaged tiny stories)')
+    g.add_argument('--text', metavar='PATH', nargs='+', default=None,
+                   help='UTF-8 text files or folders to learn, character by character, one document per file '
+                   '(default: the packaged tiny stories)')
+    g.add_argument('--doc-separator', metavar='STR', default=None,
+                   help="cut every --text file into documents at this string (e.g. '<|endoftext|>')")
+    g.add_argument('--no-pack', action='store_true', help='several documents: one stream across them, for any '
+                   '--attn (default: windows packed with their boundaries, no attention across one; transformer)')
     g.add_argument('--seq-len', type=int, default=None, help='characters per window (char task; default 128)')
     g.add_argument('--val-fraction', type=float, default=0.1, help="share of the text held out as the 'val' split")
     g.add_argument('--pairs', type=int, default=None, help='key-value pairs per sequence (recall task; default 24)')
@@ -205,6 +210,8 @@ def _check_train_options(a:argparse.Namespace):
     if a.val_fraction == 0: raise ValueError('--val-fraction must be > 0 (the validation loss needs a val split)')
     if a.task == 'recall' and (a.seq_len is not None or a.text is not None):
         raise ValueError("--seq-len and --text apply to task='char'; the recall task's length follows --pairs")
+    if a.text is None and (a.doc_separator is not None or a.no_pack):
+        raise ValueError(f"{'--doc-separator' if a.doc_separator is not None else '--no-pack'} applies to --text")
     for dest, kind in _LAYER_OPTIONS.items():
         if getattr(a, dest) not in (None, False) and a.attn != kind:
             raise ValueError(f'{_option(dest)} applies to --attn {kind}, not --attn {a.attn}')
@@ -260,7 +267,9 @@ def _interrupted(e:TrainingInterrupted, out:str) -> str:
 # %% ../nbs/09_cli.ipynb #09cli-024
 def _train_once(a:argparse.Namespace, lr:float|None, out:str, rank:int) -> dict:
     "One run of `train` with the command's options, the peak learning rate `lr` and the folder `out`."
-    return train(a.attn, task=a.task, text_file=a.text, steps=a.steps, batch_size=a.batch_size, lr=lr,
+    text = a.text if a.text is None or len(a.text) > 1 else a.text[0]                 # one path, or a list
+    return train(a.attn, task=a.task, text_file=text, doc_separator=a.doc_separator, pack=not a.no_pack,
+                 steps=a.steps, batch_size=a.batch_size, lr=lr,
                  min_lr=a.min_lr, warmup=a.warmup, weight_decay=a.weight_decay, betas=(a.beta1, a.beta2),
                  grad_clip=a.grad_clip, seq_len=a.seq_len, n_pairs=a.pairs, val_fraction=a.val_fraction,
                  dim=a.dim, depth=a.depth, heads=a.heads, attn_options=_attn_options(a), seed=a.seed, out=out,
@@ -279,12 +288,15 @@ def _sweep_table(results:list[dict]) -> str:
 def _cmd_train(a:argparse.Namespace) -> int:
     if a.resume is not None: return _cmd_resume(a)
     out = a.out if a.out is not None else os.path.join('_train', f'{a.task}_{a.attn}')
-    rank, note, lrs = _dist_env()[0], None, a.lr or [None]
+    rank, notes, lrs = _dist_env()[0], [], a.lr or [None]
     try:
         _check_train_options(a); _check_device(a.device); _check_out(out, a.force)
-        if a.text is not None: note = read_text(a.text)[1]
+        if a.text is not None: docs, notes = read_documents(a.text, a.doc_separator)
+        if a.text is not None and len(docs) > 1 and not a.no_pack and a.attn != 'transformer':
+            raise ValueError(f'--text holds {len(docs)} documents: packed batches need --attn transformer; '
+                             f'add --no-pack to train --attn {a.attn} on one stream across them')
     except ValueError as e: return _fail('train', f'--text: {e}' if type(e).__name__ == 'TextFileError' else str(e))
-    if note and rank == 0: print(f'efficient-attention train: note: {note}', file=sys.stderr)
+    for note in notes if rank == 0 else []: print(f'efficient-attention train: note: {note}', file=sys.stderr)
     if a.threads is not None: torch.set_num_threads(a.threads)
     results = []
     for lr in lrs:
@@ -322,7 +334,9 @@ def _given_options(argv:list[str]) -> dict:
 def _run_options(c:dict) -> dict:
     "The options a run was started with (dest → value), from its training state's configuration `c`."
     o = c['attn_options']
-    return {'attn': c['attn'], 'task': c['task'], 'text': c['text_file'], 'seq_len': c['seq_len'],
+    text = c['text_file'] if c['text_file'] is None or isinstance(c['text_file'], list) else [c['text_file']]
+    return {'attn': c['attn'], 'task': c['task'], 'text': text, 'doc_separator': c.get('doc_separator'),
+            'no_pack': not c.get('pack', True), 'seq_len': c['seq_len'],
             'pairs': c['n_pairs'], 'val_fraction': c['val_fraction'], 'dim': c['dim'], 'depth': c['depth'],
             'heads': c['heads'], 'global_attn': o.get('global_attn', 'linear' if c['attn'] == 'transformer' else None),
             'gate': o.get('gate', False), 'conv_size': o.get('conv_size'), 'no_out_norm': not o.get('out_norm', True),
@@ -344,7 +358,7 @@ def _check_resume_options(given:dict, c:dict, run:str):
         if dest in _RESUME_FREE: continue
         if dest not in was:
             raise ValueError(f'{_option(dest)} does not apply with --resume: the run continues in its folder {run}')
-        if dest == 'text': value = str(Path(value).resolve())
+        if dest == 'text': value = [str(Path(p).resolve()) for p in value]
         if value != was[dest]:
             raise ValueError(f'{_shown(dest, value)} contradicts the run in {run}, which was trained '
                              f"{'with ' if was[dest] not in (None, False) else ''}{_shown(dest, was[dest])}; "

@@ -26,10 +26,11 @@ from .delta_rule import DeltaNetSelfAttention
 
 # %% auto #0
 __all__ = ['ATTENTIONS', 'TASKS', 'ATTN_OPTIONS', 'AUTOCAST_DTYPES', 'CHECKPOINT_FORMAT', 'STATE_FORMAT', 'make_corpus',
-           'load_corpus', 'CharVocab', 'TextFileError', 'read_text', 'RecallTask', 'CharTask', 'SoftmaxSelfAttention',
-           'Block', 'Blocks', 'RecurrentBlocks', 'TinyLM', 'make_model', 'count_parameters', 'lr_schedule',
-           'make_optimizer', 'evaluate', 'train', 'checkpoint', 'plot_run', 'Run', 'load_run', 'CheckpointError',
-           'TrainingInterrupted', 'load_training_state', 'resume', 'lr_sweep', 'best_run']
+           'load_corpus', 'CharVocab', 'TextFileError', 'read_text', 'read_documents', 'RecallTask', 'CharTask',
+           'SoftmaxSelfAttention', 'Block', 'Blocks', 'RecurrentBlocks', 'TinyLM', 'make_model', 'count_parameters',
+           'lr_schedule', 'make_optimizer', 'packed_offsets', 'evaluate', 'train', 'checkpoint', 'plot_run', 'Run',
+           'load_run', 'CheckpointError', 'TrainingInterrupted', 'load_training_state', 'resume', 'lr_sweep',
+           'best_run']
 
 # %% ../nbs/08_training.ipynb #07training-007
 _HEROES = ['fox', 'hare', 'crow', 'owl', 'wolf', 'bear', 'frog', 'mouse', 'goat', 'heron', 'miller', 'sailor',
@@ -155,6 +156,34 @@ def read_text(path:str|Path, # a UTF-8 text file
     return text, (f'{str(path)!r} is not valid UTF-8: {replaced} invalid byte sequence(s), the first at byte {first}, '
                   "were replaced by U+FFFD '\ufffd'")
 
+# %% ../nbs/08_training.ipynb #07training-112e
+def _text_files(paths) -> list[Path]:
+    "The files that `paths` (a path, or a list of paths) names: a folder stands for its files, sorted, hidden ones out."
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not paths: raise TextFileError('no text file given: name a file or a folder')
+    files = []
+    for p in map(Path, paths):
+        if not p.is_dir(): files.append(p); continue
+        inside = sorted(f for f in p.rglob('*') if f.is_file() and not any(
+            part.startswith('.') for part in f.relative_to(p).parts))
+        if not inside: raise TextFileError(f'folder {str(p)!r} holds no file')
+        files += inside
+    return files
+
+def read_documents(paths:str|Path|list, # a UTF-8 text file, a folder of them, or a list of files and folders
+                   separator:str|None=None, # cut each file at every occurrence of this string; None: a file each
+                  ) -> tuple[list[str], list[str]]:
+    "The documents, in order (empty pieces dropped), and `read_text`'s notes on invalid UTF-8 (one a file at most)."
+    if separator is not None and (not isinstance(separator, str) or not separator):
+        raise TypeError(f'separator must be a non-empty str or None, got {separator!r}')
+    docs, notes = [], []
+    for f in _text_files(paths):
+        text, note = read_text(f)
+        if note: notes.append(note)
+        docs += [d for d in (text.split(separator) if separator else [text]) if d]
+    if not docs: raise TextFileError(f'cutting at the separator {separator!r} leaves no document')
+    return docs, notes
+
 # %% ../nbs/08_training.ipynb #07training-016
 class RecallTask:
     "Associative recall: `P` key–value pair tokens, a separator, `Q` query keys; predict each query's value."
@@ -203,32 +232,46 @@ def describe(self:RecallTask, x:torch.Tensor, # one sequence (seq_len,)
 class CharTask:
     "Next-character prediction on a text (default the packaged corpus): windows of `seq_len + 1` characters."
     def __init__(self, seq_len:int=128, # characters the model reads
-                 text:str|None=None, # the text; default the packaged tiny stories
+                 text:str|list[str]|None=None, # the text, or its documents in order; default the packaged stories
                  split:str='train', # 'train' (the first 1 - val_fraction of the text) or 'val' (the rest)
                  val_fraction:float=0.1, # share of the text held out for validation
                  vocab:CharVocab|None=None, # the vocabulary; default built from the whole text
+                 pack:bool=True, # several documents: windows mark where each starts (see `batch`); False: one stream
                 ):
         check_int(seq_len, 'seq_len'); check_choice(split, 'split', ('train', 'val'))
         check_float(val_fraction, 'val_fraction', min=0., max=1., max_inclusive=False)
-        text = load_corpus() if text is None else text
+        docs = [load_corpus()] if text is None else [text] if isinstance(text, str) else list(text)
+        text = ''.join(docs)
         self.vocab = CharVocab(text) if vocab is None else vocab
         cut = round(len(text) * (1 - val_fraction))
-        part = text[:cut] if split == 'train' else text[cut:]
-        if len(part) < seq_len + 1:
-            raise ValueError(f'the {split} split has {len(part)} characters ({len(text)} in the text, '
+        part = slice(0, cut) if split == 'train' else slice(cut, None)
+        if len(text[part]) < seq_len + 1:
+            raise ValueError(f'the {split} split has {len(text[part])} characters ({len(text)} in the text, '
                              f'{val_fraction:.0%} held out for validation), fewer than one window of '
                              f'seq_len + 1 = {seq_len + 1}: use a longer text or a smaller seq_len')
-        self.data = self.vocab.encode(part)
+        self.data = self.vocab.encode(text[part])
+        starts = torch.zeros(len(text), dtype=torch.bool)
+        starts[torch.tensor([0] + [len(d) for d in docs[:-1]]).cumsum(0)] = True        # each document's first char
+        self.starts = starts[part]
+        self.packed = bool(pack) and bool(self.starts[1:].any())            # a boundary inside this split
         self.seq_len, self.num_tokens, self.split = seq_len, len(self.vocab), split
 
-    def batch(self, batch_size:int, # windows
-              generator:torch.Generator|None=None, # random generator of the offsets
-             ):
-        "`(x, y)` both `(batch_size, seq_len)` long: `y` is `x` shifted left by one character."
-        check_int(batch_size, 'batch_size')
-        start = torch.randint(0, len(self.data) - self.seq_len, (batch_size,), generator=generator)
-        w = self.data[start[:, None] + torch.arange(self.seq_len + 1)]
-        return w[:, :-1], w[:, 1:]
+
+# %% ../nbs/08_training.ipynb #07training-019b
+@patch
+def batch(self:CharTask, batch_size:int, # windows
+          generator:torch.Generator|None=None, # random generator of the offsets
+         ) -> tuple:
+    """`(x, y)` both `(batch_size, seq_len)` long: `y` is `x` shifted left by one character. With packed documents
+    also `first` (batch_size, seq_len) bool, where a document starts (and at every window's start); a target that
+    starts another document is -100 (not scored)."""
+    check_int(batch_size, 'batch_size')
+    start = torch.randint(0, len(self.data) - self.seq_len, (batch_size,), generator=generator)
+    at = start[:, None] + torch.arange(self.seq_len + 1)
+    w = self.data[at]
+    if not self.packed: return w[:, :-1], w[:, 1:]
+    first = self.starts[at]; first[:, 0] = True
+    return w[:, :-1], w[:, 1:].masked_fill(first[:, 1:], -100), first[:, :-1]
 
 # %% ../nbs/08_training.ipynb #07training-022
 class SoftmaxSelfAttention(nn.Module):
@@ -469,6 +512,17 @@ def make_optimizer(model:nn.Module, # the model to train
     return opt, sched
 
 # %% ../nbs/08_training.ipynb #07training-042
+def packed_offsets(first:torch.Tensor, # (b, n) bool: where a document starts (True at every row's start)
+                  ) -> torch.Tensor: # int64 (documents + 1,)
+    "`cu_seqlens` of the rows of `first` laid end to end in one row: every document's start, then b·n."
+    flat = first.flatten()
+    return F.pad(flat.nonzero().flatten(), (0, 1), value=flat.numel())
+
+def _logits(net, x:torch.Tensor, first:torch.Tensor|None=None) -> torch.Tensor:
+    "Logits (b, n, V) of ids x (b, n); with `first`, the rows end to end in one row, their documents as cu_seqlens."
+    if first is None: return net(x)
+    return net(x.reshape(1, -1), cu_seqlens=packed_offsets(first).to(x.device)).view(*x.shape, -1)
+
 @torch.no_grad()
 def evaluate(model:nn.Module, # the model (a DistributedDataParallel wrapper is unwrapped)
              task, # a CharTask or RecallTask to draw batches from
@@ -483,8 +537,9 @@ def evaluate(model:nn.Module, # the model (a DistributedDataParallel wrapper is 
     g = torch.Generator().manual_seed(seed)
     loss_sum, correct, count = 0., 0, 0
     for _ in range(batches):
-        x, y = (t.to(device) for t in task.batch(batch_size, g))
-        logits = model(x)
+        x, y, *first = task.batch(batch_size, g)                      # first: where documents start, if packed
+        x, y = x.to(device), y.to(device)
+        logits = _logits(model, x, *first)
         loss_sum += float(F.cross_entropy(rearrange(logits, 'b n c -> (b n) c'), y.flatten(), ignore_index=-100,
                                           reduction='sum'))
         scored = y != -100
@@ -498,7 +553,8 @@ AUTOCAST_DTYPES = ('float32', 'bfloat16', 'float16')
 
 def _train_config(c:dict) -> dict:
     "`train`'s arguments (a dict), checked, with the task's defaults filled in."
-    c = dict(c); task = check_choice(c['task'], 'task', TASKS); check_choice(c['attn'], 'attn', ATTENTIONS)
+    c = {'pack': True, 'doc_separator': None} | dict(c)                        # (states saved before packing)
+    task = check_choice(c['task'], 'task', TASKS); check_choice(c['attn'], 'attn', ATTENTIONS)
     c['batch_size'] = check_int(default(c['batch_size'], _TASK_DEFAULTS[task]['batch_size']), 'batch_size')
     c['lr'] = lr = check_float(default(c['lr'], _TASK_DEFAULTS[task]['lr']), 'lr', min=0.)
     if lr == 0: raise ValueError('lr must be > 0, got 0')
@@ -518,6 +574,7 @@ def _train_config(c:dict) -> dict:
     if task == 'recall' and (c['seq_len'] is not None or c['text_file'] is not None):
         raise ValueError("seq_len and text_file apply to task='char'; the recall task's length follows n_pairs")
     if task == 'char' and c['n_pairs'] is not None: raise ValueError("n_pairs applies to task='recall'")
+    if not isinstance(c['pack'], bool): raise TypeError(f'pack must be True or False, got {c["pack"]!r}')
     if task == 'char': c['seq_len'] = check_int(default(c['seq_len'], 128), 'seq_len')
     else: c['n_pairs'] = check_int(default(c['n_pairs'], 24), 'n_pairs')
     if c['attn'] == 'linformer' and task == 'char': make_model('linformer', 'char')      # raises the clear error
@@ -530,9 +587,14 @@ def _make_tasks(c:dict):
         p = c['n_pairs']
         t = RecallTask(n_pairs=p, n_queries=4, n_keys=max(24, p), n_values=8)
         return t, t                                                        # validation: fresh sequences
-    text = None if c['text_file'] is None else read_text(c['text_file'])[0]
-    data = CharTask(c['seq_len'], text, 'train', c['val_fraction'])
-    return data, CharTask(c['seq_len'], text, 'val', c['val_fraction'], vocab=data.vocab)
+    docs = None if c['text_file'] is None else read_documents(c['text_file'], c['doc_separator'])[0]
+    text = docs if docs is None or len(docs) > 1 else docs[0]
+    data = CharTask(c['seq_len'], text, 'train', c['val_fraction'], pack=c['pack'])
+    val = CharTask(c['seq_len'], text, 'val', c['val_fraction'], vocab=data.vocab, pack=c['pack'])
+    if (data.packed or val.packed) and c['attn'] != 'transformer':
+        raise ValueError(f"attn={c['attn']!r}: packed documents (cu_seqlens) run through attn='transformer'; "
+                         'with pack=False the windows run across the documents as one stream')
+    return data, val
 
 def _build_model(c:dict, data, device, world:int):
     "(model, the module to call: the model, compiled if asked, in its DistributedDataParallel wrapper under torchrun)."
@@ -563,10 +625,10 @@ def _grad_scaler(device:torch.device, dtype:str):
 # %% ../nbs/08_training.ipynb #07training-046
 def _train_step(net, model, opt, sched, scaler, data, c:dict, rows:slice, device, step:int) -> torch.Tensor:
     "One optimiser step on the global batch of `step` (seeded by `(seed, step)`); this rank's loss, detached."
-    x, y = data.batch(c['batch_size'], torch.Generator().manual_seed(_step_seed(c['seed'], step)))
+    x, y, *first = data.batch(c['batch_size'], torch.Generator().manual_seed(_step_seed(c['seed'], step)))
     x, y = x[rows].to(device), y[rows].to(device)                     # this rank's rows of the global batch
     with _autocast(device, c['dtype']):
-        logits = net(x)
+        logits = _logits(net, x, *(f[rows] for f in first))           # packed: this rank's rows in one row
     loss = F.cross_entropy(rearrange(logits.float(), 'b n c -> (b n) c'), y.flatten(), ignore_index=-100)
     opt.zero_grad(set_to_none=True)
     scaler.scale(loss).backward()                                     # DDP: gradients averaged over ranks
@@ -631,14 +693,14 @@ def _summarise(model, val, c:dict, s:dict, world:int, device, sample:bool=True) 
             'accuracy': last['accuracy'] if c['task'] == 'recall' else None,
             'sample': _sample(model, val, c, device) if sample else None,
             'curve': s['curve'], 'evals': s['evals'], 'best': s['best'], 'resumed_at': s['resumed_at'],
-            'config': config, 'text_file': None if c['text_file'] is None else str(c['text_file']),
+            'config': config, 'text_file': _text_record(c['text_file'], resolve=False),
             'val_fraction': c['val_fraction'], 'eval_every': c['eval_every'],
             'recipe': {k: c[k] for k in ('lr', 'min_lr', 'warmup', 'weight_decay', 'betas', 'grad_clip', 'seed')}}
 
 # %% ../nbs/08_training.ipynb #07training-050
 def train(attn:str, # one of ATTENTIONS ('linformer' on the recall task only)
           task:str='char', # 'char': next character; 'recall': associative recall
-          text_file:str|Path|None=None, # task 'char': a UTF-8 text file to learn; default the packaged corpus
+          text_file:str|Path|list|None=None, # task 'char': a text file, a folder or a list (`read_documents`)
           steps:int=300, # optimiser steps
           batch_size:int|None=None, # GLOBAL batch size, split evenly over the processes (default 32 char, 64 recall)
           lr:float|None=None, # peak learning rate (default 3e-3 char, 1e-2 recall)
@@ -650,6 +712,8 @@ def train(attn:str, # one of ATTENTIONS ('linformer' on the recall task only)
           seq_len:int|None=None, # task 'char': characters per window (default 128)
           n_pairs:int|None=None, # task 'recall': key–value pairs per sequence (default 24)
           val_fraction:float=0.1, # task 'char': share of the text held out as the 'val' split
+          doc_separator:str|None=None, # task 'char': cut each text file into documents at this string
+          pack:bool=True, # several documents: no window attends across a boundary (attn='transformer')
           dim:int=64, # model width, the same for every attention
           depth:int=2, # number of blocks
           heads:int=4, # attention heads per block
@@ -743,7 +807,8 @@ def _atomic_write(path:Path, write:Callable):
 STATE_FORMAT = 'efficient_attention_nb.train/state-1'
 _RUN_KEYS = ('attn', 'task', 'text_file', 'steps', 'batch_size', 'lr', 'min_lr', 'warmup', 'decay_steps',
              'weight_decay', 'betas', 'grad_clip', 'seq_len', 'n_pairs', 'val_fraction', 'dim', 'depth', 'heads',
-             'attn_options', 'seed', 'sample_len', 'prompt', 'eval_batches', 'eval_every', 'dtype', 'compile')
+             'attn_options', 'seed', 'sample_len', 'prompt', 'eval_batches', 'eval_every', 'dtype', 'compile',
+             'pack', 'doc_separator')
 
 def _rng_states() -> dict:
     "Every random state a step can draw from: torch's CPU generator, each CUDA device's, and Python's."
@@ -754,14 +819,23 @@ def _set_rng_states(r:dict):
     torch.set_rng_state(r['torch']); random.setstate(r['python'])
     if r['cuda'] and torch.cuda.is_available(): torch.cuda.set_rng_state_all(r['cuda'])
 
+def _text_record(text_file, resolve:bool=True):
+    "The run's text files as a record holds them: None, one path, or a list of paths."
+    if text_file is None: return None
+    as_str = lambda p: str(Path(p).resolve()) if resolve else str(p)
+    return as_str(text_file) if isinstance(text_file, (str, Path)) else [as_str(p) for p in text_file]
+
 def _text_sha(c:dict) -> str|None:
-    "SHA-256 of the run's text file (None for the packaged corpus and recall): a resumed run checks it."
-    return None if c['text_file'] is None else hashlib.sha256(Path(c['text_file']).read_bytes()).hexdigest()
+    "SHA-256 of the run's text (None for the packaged corpus and recall), over its files in order: resume checks it."
+    if c['text_file'] is None: return None
+    files = _text_files(c['text_file'])
+    if len(files) == 1: return hashlib.sha256(files[0].read_bytes()).hexdigest()
+    return hashlib.sha256(b''.join(hashlib.sha256(f.read_bytes()).digest() for f in files)).hexdigest()
 
 def _training_state(s:dict, c:dict, model, opt, sched, scaler, vocab, text_sha) -> dict:
     "What `resume` needs, as plain data: configuration, progress, weights, optimiser, schedule, scaler, RNG states."
     config = {k: c[k] for k in _RUN_KEYS}
-    if c['text_file'] is not None: config['text_file'] = str(Path(c['text_file']).resolve())
+    config['text_file'] = _text_record(c['text_file'])
     return {'format': STATE_FORMAT, 'version': __version__, 'config': config, 'progress': dict(s),
             'model': {k: v.detach().cpu() for k, v in model.state_dict().items()}, 'optimizer': opt.state_dict(),
             'scheduler': sched.state_dict(), 'scaler': scaler.state_dict(), 'rng': _rng_states(),

@@ -24,8 +24,7 @@ __all__ = ['local_band_mask', 'local_attention', 'blindspot_linear_attention', '
 from .core import (check_tensor, check_int, check_float, check_choice, check_heads, check_token_ids,
                                          as_mask,
                                          full_precision, upcast, zero_padded, FeedForward, PreNorm, ReversibleSequence,
-                                         TokenLM, pad_to_multiple, sdpa_attention, document_arguments, _holds,
-                                         _check_length)
+                                         TokenLM, pad_to_multiple, sdpa_attention, document_arguments, _holds)
 from .linear_attention import (elu_feature_map, noncausal_linear_attention,
                                                      causal_linear_attention,
                                                      causal_linear_attention_step, _causal_linear_attention,
@@ -580,13 +579,27 @@ def _check_context(self:LinearAttentionTransformer, b:int, context, context_mask
     return as_mask(context_mask, 'context_mask', (b, m), device=context.device)
 
 # %% ../nbs/04_transformer.ipynb #04transforme-032k
+def _check_packed(cu_seqlens, b:int, n:int, max_seq_len:int):
+    "Check packed documents' offsets for a model of `max_seq_len`: each document must fit, not the whole row."
+    _check_cu_seqlens(cu_seqlens, n, b)
+    longest = (cu_seqlens[1:] - cu_seqlens[:-1]).max()
+    if not _holds(longest, lambda l: l <= max_seq_len, 'cu_seqlens: a document longer than max_seq_len'):
+        raise ValueError(f'cu_seqlens holds a document of {int(longest)} tokens but max_seq_len={max_seq_len}')
+
 @patch
-def _check_input(self:LinearAttentionTransformer, x, context, context_mask) -> dict:
-    "Validate x (b, n, dim) and the context; return the keyword arguments every sublayer receives."
+def _check_input(self:LinearAttentionTransformer, x, context, context_mask, cu_seqlens=None) -> dict:
+    "Validate x (b, n, dim), the context and packed documents; return the keyword arguments every sublayer receives."
     sizes = {}
     check_tensor(x, 'x', ('b', 'n', self.dim), sizes)
-    if sizes['n'] > self.max_seq_len: raise ValueError(f'x has {sizes["n"]} tokens but max_seq_len={self.max_seq_len}')
-    return dict(context=context, context_mask=self._check_context(sizes['b'], context, context_mask))
+    kw = dict(context=context, context_mask=self._check_context(sizes['b'], context, context_mask))
+    if cu_seqlens is None:
+        if sizes['n'] > self.max_seq_len:
+            raise ValueError(f'x has {sizes["n"]} tokens but max_seq_len={self.max_seq_len}')
+        return kw
+    if self.receives_context: raise ValueError('cu_seqlens: packed documents would share one context; '
+                                               'pack documents with receives_context=False')
+    _check_packed(cu_seqlens, sizes['b'], sizes['n'], self.max_seq_len)
+    return kw | dict(cu_seqlens=cu_seqlens.to(x.device))
 
 @patch
 def forward(self:LinearAttentionTransformer, x:torch.Tensor, # input (b, n, dim), n <= max_seq_len
@@ -594,15 +607,11 @@ def forward(self:LinearAttentionTransformer, x:torch.Tensor, # input (b, n, dim)
             context:torch.Tensor|None=None, # encoder output (b, m, dim), when receives_context
             context_mask:torch.Tensor|None=None, # padding mask of the context (b, m)
             *,
-            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1, causal): offsets [0, l1, l1+l2, …, n]
+            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): offsets [0, l1, …, n], each l ≤ max_seq_len
            ) -> torch.Tensor: # (b, n, dim)
     "The stack of layers."
-    kw = self._check_input(x, context, context_mask)
+    kw = self._check_input(x, context, context_mask, cu_seqlens)
     kw['mask'] = as_mask(input_mask, 'input_mask', tuple(x.shape[:2]), device=x.device)
-    if cu_seqlens is not None:
-        if self.receives_context: raise ValueError('cu_seqlens: packed documents would share one context; '
-                                                   'pack documents with receives_context=False')
-        _check_cu_seqlens(cu_seqlens, x.shape[1], x.shape[0]); kw['cu_seqlens'] = cu_seqlens.to(x.device)
     if self.reversible: return self.net(x, **kw)                                        # activations recomputed
     return self._walk(x, lambda i, j, sub, h: sub(h, **kw))
 
@@ -653,13 +662,12 @@ def forward(self:LinearAttentionTransformerLM, x:torch.Tensor, # token ids (b, n
             context:torch.Tensor|None=None, # encoder output (b, m, dim), when receives_context
             context_mask:torch.Tensor|None=None, # padding mask of the context (b, m)
             *,
-            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1, causal): offsets; positions restart in each
+            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): offsets [0, l1, …, n], each l ≤ max_seq_len
            ) -> torch.Tensor: # logits (b, n, num_tokens), or hidden states (b, n, dim) with `return_embeddings`
     "Logits for every position."
     kw = dict(input_mask=input_mask, context=context, context_mask=context_mask)
     if cu_seqlens is None: return TokenLM.forward(self, x, **kw)
-    check_token_ids(x, 'x', self.num_tokens); _check_length(self, x.shape[1])
-    _check_cu_seqlens(cu_seqlens, x.shape[1], x.shape[0])
+    check_token_ids(x, 'x', self.num_tokens); _check_packed(cu_seqlens, *x.shape, self.max_seq_len)
     _, offset, _ = _doc_positions(cu_seqlens.to(x.device), x.shape[1])                # position in its document
     h = self.project_in(self.token_emb(x) + self.pos_emb(offset))
     return self.head(self.body(h, **kw, cu_seqlens=cu_seqlens))
