@@ -125,7 +125,7 @@ def local_attention(q:torch.Tensor, # queries (b, h, n, d)
                     causal:bool=False, # look back only
                     mask:torch.Tensor|None=None, # key padding mask (b, n), True = keep
                     dropout:float=0., # dropout on the attention weights
-                    backend:str='auto', # 'strips', 'flex' (FlexAttention, no dropout), or 'auto': flex where it pays
+                    backend:str='auto', # 'strips', 'flex' (FlexAttention, no dropout), or 'auto': flex where it runs
                     *,
                     cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): offsets [0, l1, …, n]; strips only
                    ) -> torch.Tensor: # (b, h, n, e)
