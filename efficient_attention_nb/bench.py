@@ -646,7 +646,7 @@ def _short(e:BaseException) -> str:
 
 @contextlib.contextmanager
 def _gc_frozen():
-    "Objects alive now are left out of the garbage collections inside the block (each one then takes ms, not 0.15 s)."
+    "Objects alive now are left out of the garbage collections inside the block."
     gc.collect(); gc.freeze()
     try: yield
     finally: gc.unfreeze()
