@@ -142,7 +142,7 @@ def _fwd_launch(q, k, v, mask, s0, z0, eps:float, phi:int=0):
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-gparts
 @_jit
 def _grad_parts(DO, O, DEN, sg, b, h, H, rows, re, n, e, eps, v, causal, PREC: tl.constexpr):
-    "g = ∂L/∂num, γ = ∂L/∂den and B_t = tril(g V_tᵀ + γ 1ᵀ) of the chunk at `rows`."
+    "g = ∂L/∂num, γ = ∂L/∂den and H_t = tril(g V_tᵀ + γ 1ᵀ) (`B`) of the chunk at `rows`."
     rm = rows < n
     me = rm[:, None] & (re < e)[None, :]
     do = tl.load(DO + _at(b, h, rows, re, sg), mask=me, other=0.).to(tl.float32)
@@ -150,16 +150,16 @@ def _grad_parts(DO, O, DEN, sg, b, h, H, rows, re, n, e, eps, v, causal, PREC: t
     den = tl.load(DEN + (b * H + h) * n + rows, mask=rm, other=1.)
     g = do / tl.maximum(den, eps)[:, None]                                                            # g
     gam = tl.where(den >= eps, -tl.sum(do * o, 1) / tl.maximum(den, eps), 0.)                         # γ
-    B = tl.where(causal, tl.dot(g.to(v.dtype), tl.trans(v), input_precision=PREC) + gam[:, None], 0.)  # B_t
+    B = tl.where(causal, tl.dot(g.to(v.dtype), tl.trans(v), input_precision=PREC) + gam[:, None], 0.)  # H_t
     return g, gam, B
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-bwdparts
 @_jit
 def _dq_chunk(g, gam, B, k, v, S, z, STATE_DT: tl.constexpr, PREC: tl.constexpr):
-    "The forward walk's chunk: ∂φQ_t = g_t Sᵀ + γ_t zᵀ + B_t φK_t, then (S, z) after the chunk."
+    "The forward walk's chunk: ∂φQ_t = g_t Sᵀ + γ_t zᵀ + H_t φK_t (H_t in `B`), then (S, z) after the chunk."
     dq = tl.dot(g.to(STATE_DT), tl.trans(S.to(STATE_DT)), input_precision=PREC)                      # g_t Sᵀ
     dq += gam[:, None] * z[None, :]                                                                  # + γ_t zᵀ
-    dq += tl.dot(B.to(k.dtype), k, input_precision=PREC)                                             # + B_t φK_t
+    dq += tl.dot(B.to(k.dtype), k, input_precision=PREC)                                             # + H_t φK_t
     return dq, S + tl.dot(tl.trans(k), v, input_precision=PREC), z + tl.sum(k.to(tl.float32), 0)
 
 @_jit
@@ -167,7 +167,7 @@ def _dkdv_chunk(q, k, v, g, gam, B, R, r, causal, STATE_DT: tl.constexpr, PREC: 
     "The backward walk's chunk: ∂φK_t, ∂V_t, then (R, r) before the chunk."
     P = tl.where(causal, tl.dot(q, tl.trans(k), input_precision=PREC), 0.)                           # tril(φQ φKᵀ)
     dk = tl.dot(v.to(STATE_DT), tl.trans(R.to(STATE_DT)), input_precision=PREC) + r[None, :]         # V_t Rᵀ + 1 rᵀ
-    dk += tl.dot(tl.trans(B.to(q.dtype)), q, input_precision=PREC)                                   # + B_tᵀ φQ_t
+    dk += tl.dot(tl.trans(B.to(q.dtype)), q, input_precision=PREC)                                   # + H_tᵀ φQ_t
     dv = tl.dot(k.to(STATE_DT), R.to(STATE_DT), input_precision=PREC)                                # φK_t R
     dv += tl.dot(tl.trans(P.to(q.dtype)), g.to(q.dtype), input_precision=PREC)                       # + Pᵀ g_t
     R += tl.dot(tl.trans(q), g.to(q.dtype), input_precision=PREC)                                    # R += φQ_tᵀ g_t
@@ -631,7 +631,7 @@ def _triton_scan(m, bias, state, *, forced:bool):
     if not _takes(_triton_unfit(m, m, bias) or wide or _no_tf32x3(m.device), forced, m.device): return None
     return _scan_fwd_op(*(t.contiguous() for t in (m, bias, state)))
 
-_CHUNKS_IN_AUTO = False      # not timed on a GPU: under 'auto' the PyTorch code does the work inside the chunks
+_CHUNKS_IN_AUTO = False      # under 'auto' the PyTorch code does the work inside the chunks; 'triton' takes the kernels
 
 def _triton_chunks(q, k, v, beta, gam, c:int, *, forced:bool):
     "Eqs. (2)-(4) by the Triton kernels: q, k, v (b, h, n, ·), β and cumulative γ in chunks; None: PyTorch's code."
