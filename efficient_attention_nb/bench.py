@@ -447,6 +447,36 @@ for _c in [
               group='layer', baseline='softmax_block', requires=('linear_attention_transformer',), peer=True),
 ]: register_case(_c)
 
+# %% ../nbs/07_benchmarks.ipynb #06benchmarks-024q
+def _doc_lengths(n:int, cfg:BenchConfig, rows:int=4) -> list:
+    "Lengths of `rows` documents, uniform on [1, n/2): a mean of about n/4, seeded."
+    return torch.randint(1, max(2, n // 2), (rows,), generator=torch.Generator().manual_seed(cfg.seed)).tolist()
+
+def _causal_block(n:int, cfg:BenchConfig):
+    from efficient_attention_nb.transformer import LinearAttentionTransformer
+    torch.manual_seed(cfg.seed)
+    return LinearAttentionTransformer(dim=cfg.dim, heads=cfg.heads, depth=1, max_seq_len=n, causal=True,
+                                      n_local_attn_heads=cfg.heads // 2,
+                                      local_attn_window_size=cfg.window).to(cfg.device, cfg.torch_dtype)
+
+def _docs_padded(n, cfg):
+    m, lengths = _causal_block(n, cfg), _doc_lengths(n, cfg)
+    x = _rand(cfg, len(lengths), n, cfg.dim)
+    keep = torch.arange(n, device=cfg.device)[None] < torch.tensor(lengths, device=cfg.device)[:, None]
+    return (lambda: m(x, input_mask=keep)), [x, *m.parameters()]
+
+def _docs_packed(n, cfg):
+    m, lengths = _causal_block(n, cfg), _doc_lengths(n, cfg)
+    x = _rand(cfg, 1, sum(lengths), cfg.dim)
+    cu = F.pad(torch.tensor(lengths).cumsum(0), (1, 0)).to(cfg.device)
+    return (lambda: m(x, cu_seqlens=cu)), [x, *m.parameters()]
+
+_TF = ('efficient_attention_nb.transformer',)
+register_case(BenchCase('docs_padded', 'causal block, 4 documents padded to n', _docs_padded, group='layer',
+                        requires=_TF))
+register_case(BenchCase('docs_packed', 'causal block, the 4 documents packed (cu_seqlens)', _docs_packed,
+                        group='layer', baseline='docs_padded', requires=_TF));
+
 # %% ../nbs/07_benchmarks.ipynb #06benchmarks-027
 def _importable(mod:str) -> bool:
     try: return importlib.util.find_spec(mod) is not None
