@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .core import (check_int, check_float, check_choice, check_divisible, sdpa_attention, TokenLM,
-                                         document_arguments)
+                                         document_arguments, lengths_to_mask)
 from .linear_attention import (
     elu_feature_map, noncausal_linear_attention, efficient_attention, causal_linear_attention,
     causal_linear_attention_quadratic, causal_linear_attention_cumsum, causal_linear_attention_recurrent,
@@ -462,7 +462,7 @@ def _causal_block(n:int, cfg:BenchConfig):
 def _docs_padded(n, cfg):
     m, lengths = _causal_block(n, cfg), _doc_lengths(n, cfg)
     x = _rand(cfg, len(lengths), n, cfg.dim)
-    keep = torch.arange(n, device=cfg.device)[None] < torch.tensor(lengths, device=cfg.device)[:, None]
+    keep = lengths_to_mask(lengths, n, device=cfg.device)                                # True: a real position
     return (lambda: m(x, input_mask=keep)), [x, *m.parameters()]
 
 def _docs_packed(n, cfg):

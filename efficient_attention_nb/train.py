@@ -587,8 +587,7 @@ def _make_tasks(c:dict):
         p = c['n_pairs']
         t = RecallTask(n_pairs=p, n_queries=4, n_keys=max(24, p), n_values=8)
         return t, t                                                        # validation: fresh sequences
-    docs = None if c['text_file'] is None else read_documents(c['text_file'], c['doc_separator'])[0]
-    text = docs if docs is None or len(docs) > 1 else docs[0]
+    text = None if c['text_file'] is None else read_documents(c['text_file'], c['doc_separator'])[0]   # documents
     data = CharTask(c['seq_len'], text, 'train', c['val_fraction'], pack=c['pack'])
     val = CharTask(c['seq_len'], text, 'val', c['val_fraction'], vocab=data.vocab, pack=c['pack'])
     if (data.packed or val.packed) and c['attn'] != 'transformer':
