@@ -4,7 +4,8 @@
 
 # %% ../nbs/06c_packing.ipynb #06cpacking-003
 from __future__ import annotations
-from typing import Callable
+import bisect, itertools
+from typing import Callable, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -14,9 +15,10 @@ import torch.nn.functional as F
 __all__ = ['linear_attention_summary', 'delta_rule_summary', 'context_parallel_linear_attention', 'context_parallel_delta_rule']
 
 # %% ../nbs/06c_packing.ipynb #06cpacking-004
-from .core import check_int, check_float, as_mask, zero_padded, full_precision, document_arguments
+from .core import check_int, check_float, check_tensor, as_mask, zero_padded, full_precision, document_arguments
 from .linear_attention import (LinearAttentionState, causal_linear_attention_chunked, _check_qkv,
-                                                     _compute_dtype, _map_qk, _state_tensor)
+                                                     _compute_dtype, _map_qk, _state_tensor,
+                                                     _check_cu_seqlens, _packed_chunked)
 from .delta_rule import (delta_rule_attention, _check_delta, _check_bounds, _chunk_parts,
                                                _in_chunks, _scan_states)
 
@@ -71,6 +73,84 @@ def _all_gather(x:torch.Tensor, group) -> torch.Tensor:
     "The summaries of all ranks (world, ...), differentiable; x[None] without a process group."
     return x[None] if _rank_world(group)[1] == 1 else _AllGather.apply(x, group)
 
+# %% ../nbs/06c_packing.ipynb #06cpacking-024q
+def _part_lengths(n:int, group, device) -> list:
+    "Every rank's number of positions, in rank order: one all_gather of one integer, read on the host; [n] alone."
+    if _rank_world(group)[1] == 1: return [n]
+    parts = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(_rank_world(group)[1])]
+    dist.all_gather(parts, torch.tensor([n], device=device), group=group)
+    return torch.cat(parts).tolist()
+
+class _Segments(NamedTuple):
+    "Where the packed documents fall on this rank's part, and how its ends join its neighbours' parts."
+    cu: torch.Tensor # the part's own offsets [0, …, n_r]: its segments
+    first: int # the global index of the part's first document
+    docs: int # the number of documents in the whole sequence
+    joins: bool # the first document began on an earlier rank: it starts from S^(r)
+    tail: int # the local start of the part's last document if it starts in the part, else -1
+    ends: bool # the part's last document ends with the part (else a later rank finishes it)
+    resets: list # per rank: a document starts in its part, so its map forgets the state entering it
+
+def _cp_segments(cu_seqlens, lengths:list, rank:int, b:int) -> _Segments:
+    "The documents of `cu_seqlens` (offsets of the whole sequence) as they fall on the ranks' parts of `lengths`."
+    if min(lengths) < 1: raise ValueError(f'with cu_seqlens every rank must hold a position, got lengths {lengths}')
+    D = _check_cu_seqlens(cu_seqlens, sum(lengths), b)
+    cu, offs = cu_seqlens.tolist(), [0, *itertools.accumulate(lengths)]
+    lo, hi = offs[rank], offs[rank + 1]
+    first, inner = bisect.bisect_right(cu, lo) - 1, [s for s in cu[1:-1] if lo < s < hi]
+    local = torch.tensor([0, *(s - lo for s in inner), hi - lo], device=cu_seqlens.device)
+    tail = inner[-1] - lo if inner else (0 if cu[first] == lo else -1)
+    resets = [any(a <= s < z for s in cu[:-1]) for a, z in zip(offs, offs[1:])]
+    return _Segments(local, first, D, cu[first] < lo, tail, hi in cu, resets)
+
+# %% ../nbs/06c_packing.ipynb #06cpacking-024t
+def _entering(step:Callable, S0:torch.Tensor, seg:_Segments, rank:int, world:int) -> torch.Tensor:
+    "Initial states of the part's documents: S^(rank) = step(r, S^(r)) composed from S0[0] for the first, if it joins."
+    enter = [S0[:1]]
+    for r in range(world - 1): enter.append(step(r, enter[-1]))                  # S^(r+1) = (M_r, B_r)(S^(r))
+    mine = torch.stack(enter)[rank]                       # one entry of all: the gather is in every rank's graph
+    end, joins = seg.first + seg.cu.numel() - 1, torch.tensor(seg.joins, device=S0.device)
+    return torch.cat((torch.where(joins, mine, S0[seg.first:seg.first + 1]), S0[seg.first + 1:end]))
+
+def _document_finals(st:torch.Tensor, seg:_Segments, S0:torch.Tensor, group) -> torch.Tensor:
+    "Every document's final state (D, …) on every rank, each from the rank where its document ends."
+    done = seg.cu.numel() - 1 - (not seg.ends)                                   # the part's documents that end here
+    idx = torch.arange(seg.first, seg.first + done, device=S0.device)
+    return _all_gather(S0.new_zeros(S0.shape).index_copy(0, idx, st[:done].to(S0.dtype)), group).sum(0)
+
+# %% ../nbs/06c_packing.ipynb #06cpacking-024u
+def _cp_packed_linear(q, k, v, seg:_Segments, initial_state, chunk_size:int, eps:float, group, return_state:bool):
+    "Context-parallel causal linear attention of packed documents (q, k mapped, padded keys and values zeroed)."
+    (b, h, n, d), e, cdt = q.shape, v.shape[-1], _compute_dtype(q, k, v)
+    rank, world = _rank_world(group)
+    S0 = (q.new_zeros(seg.docs, h, d, e + 1, dtype=cdt) if initial_state is None
+          else _state_tensor(initial_state, seg.docs, h, d, e, cdt, q.device))
+    t = max(seg.tail, 0)
+    c = linear_attention_summary(k[:, :, t:], v[:, :, t:])     # the last document's segment, or the whole part
+    parts = _all_gather(c + S0[seg.first + seg.cu.numel() - 2] if seg.tail >= 0 else c, group)
+    with full_precision(q):
+        init = _entering(lambda r, S: parts[r] + (0 if seg.resets[r] else S), S0, seg, rank, world)
+        init = LinearAttentionState(init[..., :-1], init[..., -1])
+        out, st = _packed_chunked(q, k, v, seg.cu, chunk_size, eps, init, return_state=True)
+        if not return_state: return out
+        total = _document_finals(torch.cat((st.kv, st.k_sum[..., None]), -1), seg, S0, group)
+    return out, LinearAttentionState(total[..., :-1], total[..., -1])
+
+def _cp_packed_delta(q, k, v, beta, g, seg:_Segments, initial_state, chunk_size:int, group, return_state:bool):
+    "The context-parallel (gated) delta rule of packed documents."
+    (b, h, n, d), e, cdt = q.shape, v.shape[-1], _compute_dtype(q, k, v, beta, g, initial_state)
+    rank, world = _rank_world(group)
+    S0 = q.new_zeros(seg.docs, h, d, e, dtype=cdt) if initial_state is None else initial_state.to(cdt)
+    cut = lambda x: None if x is None else x[:, :, max(seg.tail, 0):]
+    M, B = delta_rule_summary(cut(k), cut(v), cut(beta), cut(g), chunk_size)
+    if seg.tail >= 0: M, B = torch.zeros_like(M), M @ S0[seg.first + seg.cu.numel() - 2] + B   # forgets what entered
+    MB = _all_gather(torch.cat((M, B), -1), group)
+    with full_precision(q):
+        init = _entering(lambda r, S: MB[r, ..., :d] @ S + MB[r, ..., d:], S0, seg, rank, world)
+    out, st = delta_rule_attention(q, k, v, beta, g=g, chunk_size=chunk_size, initial_state=init, return_state=True,
+                                   check_bounds=False, cu_seqlens=seg.cu)
+    return (out, _document_finals(st, seg, S0, group)) if return_state else out
+
 # %% ../nbs/06c_packing.ipynb #06cpacking-026
 def context_parallel_linear_attention(q:torch.Tensor, # this rank's queries (b, h, n_r, d), raw (mapped by feature_map)
         k:torch.Tensor, # this rank's keys (b, h, n_r, d), raw
@@ -83,6 +163,7 @@ def context_parallel_linear_attention(q:torch.Tensor, # this rank's queries (b, 
         eps:float=1e-6, # denominator guard
         initial_state:LinearAttentionState|None=None, # the state before the whole sequence (same on every rank)
         return_state:bool=False, # also return the state after the whole sequence
+        cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): the whole sequence's offsets, on every rank
        ): # this rank's outputs (b, h, n_r, e); with return_state, (outputs, LinearAttentionState)
     "Causal linear attention of one sequence split into contiguous parts over the ranks of `group`: this rank's part."
     # legend: b batch, h heads, n positions of this rank, d features, e value width
@@ -91,6 +172,9 @@ def context_parallel_linear_attention(q:torch.Tensor, # this rank's queries (b, 
     mask = as_mask(mask, 'mask', (b, s['n']), device=k.device, allow_empty_rows=True)    # a part may be all padding
     q, k = _map_qk(q, k, feature_map)
     k, v = zero_padded(k, mask), zero_padded(v, mask)                              # padded keys: inert
+    if cu_seqlens is not None:                                        # states per document, as in chapter 3
+        seg = _cp_segments(cu_seqlens, _part_lengths(s['n'], group, q.device), _rank_world(group)[0], b)
+        return _cp_packed_linear(q, k, v, seg, initial_state, chunk_size, eps, group, return_state)
     parts = _all_gather(linear_attention_summary(k, v), group)                   # (1), (2): every rank's B_r
     with full_precision(q):
         S0 = (parts.new_zeros(parts.shape[1:]) if initial_state is None
@@ -115,10 +199,17 @@ def context_parallel_delta_rule(q:torch.Tensor, # this rank's queries (b, h, n_r
         initial_state:torch.Tensor|None=None, # the state before the whole sequence (b, h, d, e), same on every rank
         return_state:bool=False, # also return the state after the whole sequence
         check_bounds:bool=True, # refuse β ∉ [0, 2], ‖k‖ > 1, g > 0; False: skip
+        cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): the whole sequence's offsets, on every rank
        ): # this rank's outputs (b, h, n_r, e); with return_state, (outputs, final state (b, h, d, e))
     "The (gated) delta rule of one sequence split into contiguous parts over the ranks of `group`: this rank's part."
-    s = _check_delta(q, k, v, beta, g, initial_state); check_int(chunk_size, 'chunk_size')
+    s = _check_delta(q, k, v, beta, g, initial_state if cu_seqlens is None else None)
+    check_int(chunk_size, 'chunk_size')
     if check_bounds: _check_bounds(k, beta, g)
+    if cu_seqlens is not None:                                        # states per document, as in chapter 6
+        seg = _cp_segments(cu_seqlens, _part_lengths(s['n'], group, q.device), _rank_world(group)[0], s['b'])
+        if initial_state is not None:
+            check_tensor(initial_state, 'initial_state', (seg.docs, s['h'], s['d'], s['e']))
+        return _cp_packed_delta(q, k, v, beta, g, seg, initial_state, chunk_size, group, return_state)
     M, B = delta_rule_summary(k, v, beta, g, chunk_size)                          # (1) this part's map
     MB = _all_gather(torch.cat((M, B), -1), group)                                # (2) every rank's [M_r | B_r]
     rank, world, d = *_rank_world(group), M.shape[-1]
