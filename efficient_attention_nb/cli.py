@@ -96,6 +96,8 @@ def _train_output_args(p:argparse.ArgumentParser):
     g.add_argument('--no-progress', action='store_true', help='no progress bar')
     g.add_argument('--save-every-rank', action='store_true',
                    help='under torchrun, every process also writes model_rank<r>.pt')
+    g.add_argument('--context-parallel', type=int, default=1, metavar='N', help='under torchrun, split every '
+                   'sequence over N processes (--attn linear or delta; WORLD_SIZE a multiple of N)')
 
 # %% ../nbs/09_cli.ipynb #09cli-060
 def _train_run_args(p:argparse.ArgumentParser):
@@ -275,7 +277,7 @@ def _train_once(a:argparse.Namespace, lr:float|None, out:str, rank:int) -> dict:
                  dim=a.dim, depth=a.depth, heads=a.heads, attn_options=_attn_options(a), seed=a.seed, out=out,
                  device=a.device, sample_len=a.sample_len, prompt=a.prompt, eval_batches=a.eval_batches,
                  eval_every=a.eval_every, dtype=a.dtype, compile=a.compile, progress=rank == 0 and not a.no_progress,
-                 save_every_rank=a.save_every_rank)
+                 save_every_rank=a.save_every_rank, context_parallel=a.context_parallel)
 
 def _sweep_table(results:list[dict]) -> str:
     best = best_run(results)

@@ -9,17 +9,20 @@ from typing import Callable, NamedTuple
 
 import torch
 import torch.distributed as dist
+import torch.nn as nn
 import torch.nn.functional as F
+from einops import rearrange
 
 # %% auto #0
-__all__ = ['linear_attention_summary', 'delta_rule_summary', 'context_parallel_linear_attention', 'context_parallel_delta_rule']
+__all__ = ['linear_attention_summary', 'delta_rule_summary', 'context_parallel_linear_attention', 'context_parallel_delta_rule',
+           'context_parallel_attention']
 
 # %% ../nbs/06c_packing.ipynb #06cpacking-004
 from .core import check_int, check_float, check_tensor, as_mask, zero_padded, full_precision, document_arguments
-from .linear_attention import (LinearAttentionState, causal_linear_attention_chunked, _check_qkv,
+from .linear_attention import (LinearAttentionState, LinearSelfAttention, causal_linear_attention_chunked, _check_qkv,
                                                      _compute_dtype, _map_qk, _state_tensor,
                                                      _check_cu_seqlens, _packed_chunked)
-from .delta_rule import (delta_rule_attention, _check_delta, _check_bounds, _chunk_parts,
+from .delta_rule import (DeltaNetSelfAttention, delta_rule_attention, _check_delta, _check_bounds, _chunk_parts,
                                                _in_chunks, _scan_states)
 
 # %% ../nbs/06c_packing.ipynb #06cpacking-020
@@ -220,6 +223,39 @@ def context_parallel_delta_rule(q:torch.Tensor, # this rank's queries (b, h, n_r
     out = delta_rule_attention(q, k, v, beta, g=g, chunk_size=chunk_size, initial_state=states[rank],
                                check_bounds=False)                                # (3) from S^(r)
     return (out, states[-1]) if return_state else out
+
+# %% ../nbs/06c_packing.ipynb #06cpacking-031s
+def _halo(x:torch.Tensor, w:int, group) -> torch.Tensor:
+    "The previous rank's last w positions of x (b, n_r, …) → (b, w, …); zeros on the first rank. Differentiable."
+    rank, world = _rank_world(group)
+    if world == 1: return x.new_zeros(x.shape[0], w, *x.shape[2:])
+    if x.shape[1] < w: raise ValueError(f'a halo of {w} positions needs at least {w} on every rank, got {x.shape[1]}')
+    tails = _all_gather(x[:, x.shape[1] - w:], group)                               # every rank's last w positions
+    return torch.where(torch.tensor(rank > 0, device=x.device), tails[rank - 1], 0.)  # the first: nothing before it
+
+def context_parallel_attention(layer:nn.Module, # a causal LinearSelfAttention (chapter 3) or a DeltaNetSelfAttention
+                               x:torch.Tensor, # this rank's part of the layer's input (b, n_r, dim)
+                               group=None, # the process group over whose ranks the sequence is split, in rank order
+                               mask:torch.Tensor|None=None, # padding mask of this rank's part (b, n_r), True = keep
+                              ) -> torch.Tensor: # this rank's outputs (b, n_r, dim)
+    "`layer(x)` of one sequence split over the ranks of `group`: this rank's part, with the summaries crossing ranks."
+    if isinstance(layer, LinearSelfAttention) and layer.causal and layer.feature_map != 'softmax':
+        heads = lambda t: rearrange(t, 'b n (h d) -> b h n d', h=layer.heads)
+        o = context_parallel_linear_attention(heads(layer.to_q(x)), heads(layer.to_k(x)), heads(layer.to_v(x)),
+                                              group=group, mask=mask, feature_map=layer.phi,
+                                              chunk_size=layer.chunk_size, eps=layer.eps)
+        return layer.to_out(layer.dropout(rearrange(o, 'b h n d -> b n (h d)')))
+    if isinstance(layer, DeltaNetSelfAttention):
+        check_tensor(x, 'x', ('b', 'n', layer.dim))
+        mask = as_mask(mask, 'mask', x.shape[:2], device=x.device, allow_empty_rows=True)
+        halo = None if layer.conv is None else _halo(zero_padded(layer.to_qkv(x), mask), layer.conv_size - 1, group)
+        q, k, v, beta, g, _ = layer._project(x, mask, conv_cache=halo)         # the convolution reads across the cut
+        o = context_parallel_delta_rule(q, k, v, beta, g=g, group=group, chunk_size=layer.chunk_size,
+                                        check_bounds=False)                     # in bounds by construction
+        return layer._merge_heads(o)
+    kind = ('a non-causal ' if isinstance(layer, LinearSelfAttention) else 'a ') + type(layer).__name__
+    raise TypeError('layer must be a causal LinearSelfAttention (feature map elu, relu or a callable) or a '
+                    f'DeltaNetSelfAttention, got {kind}')
 
 # %% ../nbs/06c_packing.ipynb #06cpacking-035
 document_arguments(globals());

@@ -23,14 +23,15 @@ from .linformer import LinformerSelfAttention
 from .compositional import CompositionalAttention
 from .transformer import LinearAttentionTransformerLM
 from .delta_rule import DeltaNetSelfAttention
+from .packing import context_parallel_attention, _rank_world, _part_lengths
 
 # %% auto #0
 __all__ = ['ATTENTIONS', 'TASKS', 'ATTN_OPTIONS', 'AUTOCAST_DTYPES', 'CHECKPOINT_FORMAT', 'STATE_FORMAT', 'make_corpus',
            'load_corpus', 'CharVocab', 'TextFileError', 'read_text', 'read_documents', 'RecallTask', 'CharTask',
            'SoftmaxSelfAttention', 'Block', 'Blocks', 'RecurrentBlocks', 'TinyLM', 'make_model', 'count_parameters',
-           'lr_schedule', 'make_optimizer', 'packed_offsets', 'evaluate', 'train', 'checkpoint', 'plot_run', 'Run',
-           'load_run', 'CheckpointError', 'TrainingInterrupted', 'load_training_state', 'resume', 'lr_sweep',
-           'best_run']
+           'ContextParallelLM', 'lr_schedule', 'make_optimizer', 'packed_offsets', 'evaluate', 'train', 'checkpoint',
+           'plot_run', 'Run', 'load_run', 'CheckpointError', 'TrainingInterrupted', 'load_training_state', 'resume',
+           'lr_sweep', 'best_run']
 
 # %% ../nbs/08_training.ipynb #07training-007
 _HEROES = ['fox', 'hare', 'crow', 'owl', 'wolf', 'bear', 'frog', 'mouse', 'goat', 'heron', 'miller', 'sailor',
@@ -483,6 +484,55 @@ def _setup_distributed(device):
         started = True
     return rank, world, device, started
 
+# %% ../nbs/08_training.ipynb #07training-037n
+def _check_context_parallel(c:dict):
+    "Refuse a `context_parallel` that this configuration cannot split its sequences by."
+    cp = check_int(c['context_parallel'], 'context_parallel')
+    if cp == 1: return
+    if c['attn'] not in ('linear', 'delta'):
+        raise ValueError(f"context_parallel={cp} splits sequences for attn='linear' or 'delta', whose states cross "
+                         f"the processes; got attn={c['attn']!r}")
+    if c['task'] != 'char': raise ValueError(f"context_parallel applies to task='char', got task={c['task']!r}")
+    check_divisible(c['seq_len'], 'seq_len', cp, 'context_parallel')
+    if c['compile']: raise ValueError('context_parallel runs without compile: its collectives are in the forward pass')
+
+def _cp_groups(rank:int, world:int, cp:int) -> tuple:
+    "(this rank's context-parallel group, its place in it, its data-parallel rank, the number of data-parallel groups)."
+    if cp == 1: return None, 0, rank, world
+    if world == 1: raise ValueError(f'context_parallel={cp} splits every sequence over {cp} processes: launch under '
+                                    f'torchrun --nproc_per_node {cp} (here WORLD_SIZE is 1)')
+    groups = check_divisible(world, 'WORLD_SIZE (the number of processes)', cp, 'context_parallel')
+    made = [dist.new_group(list(range(g * cp, (g + 1) * cp))) for g in range(groups)]   # every rank makes them all
+    return made[rank // cp], rank % cp, rank // cp, groups
+
+def _rank_cols(c:dict, part:int) -> slice:
+    "The positions of each row that this rank holds: its part of `context_parallel` equal parts."
+    n = c['seq_len'] // c['context_parallel'] if c['context_parallel'] > 1 else None
+    return slice(None) if n is None else slice(part * n, (part + 1) * n)
+
+
+# %% ../nbs/08_training.ipynb #07training-037q
+class ContextParallelLM(nn.Module):
+    "A `TinyLM` of causal linear-attention or delta-rule blocks run on this rank's part of every sequence."
+    def __init__(self, lm:TinyLM, # the model (its parameters are shared, not copied)
+                 group=None, # the processes that hold the parts of a sequence, in order; None: all
+                ):
+        super().__init__()
+        bad = {type(b.attn).__name__ for b in lm.body.layers
+               if not isinstance(b.attn, (LinearSelfAttention, DeltaNetSelfAttention))}
+        if bad: raise TypeError(f'ContextParallelLM needs linear-attention or delta-rule blocks, got {sorted(bad)}')
+        self.lm, self.group = lm, group
+
+    def forward(self, x:torch.Tensor, # this rank's part of the token ids (b, n_r)
+               ) -> torch.Tensor: # its logits (b, n_r, num_tokens)
+        "The part's logits: positions from the part's offset, each attention across the ranks."
+        start = sum(_part_lengths(x.shape[1], self.group, x.device)[:_rank_world(self.group)[0]])
+        h = self.lm.embed(x, start=start)
+        for block in self.lm.body.layers:
+            h = h + context_parallel_attention(block.attn, block.attn_norm(h), self.group)
+            h = h + block.ff(block.ff_norm(h))
+        return self.lm.head(h)
+
 # %% ../nbs/08_training.ipynb #07training-039
 def lr_schedule(step:int, # optimiser step, from 0
                 steps:int, # total steps
@@ -553,7 +603,7 @@ AUTOCAST_DTYPES = ('float32', 'bfloat16', 'float16')
 
 def _train_config(c:dict) -> dict:
     "`train`'s arguments (a dict), checked, with the task's defaults filled in."
-    c = {'pack': True, 'doc_separator': None} | dict(c)                        # (states saved before packing)
+    c = {'pack': True, 'doc_separator': None, 'context_parallel': 1} | dict(c)   # (states saved before these)
     task = check_choice(c['task'], 'task', TASKS); check_choice(c['attn'], 'attn', ATTENTIONS)
     c['batch_size'] = check_int(default(c['batch_size'], _TASK_DEFAULTS[task]['batch_size']), 'batch_size')
     c['lr'] = lr = check_float(default(c['lr'], _TASK_DEFAULTS[task]['lr']), 'lr', min=0.)
@@ -578,6 +628,7 @@ def _train_config(c:dict) -> dict:
     if task == 'char': c['seq_len'] = check_int(default(c['seq_len'], 128), 'seq_len')
     else: c['n_pairs'] = check_int(default(c['n_pairs'], 24), 'n_pairs')
     if c['attn'] == 'linformer' and task == 'char': make_model('linformer', 'char')      # raises the clear error
+    _check_context_parallel(c)
     return c
 
 # %% ../nbs/08_training.ipynb #07training-045
@@ -595,12 +646,13 @@ def _make_tasks(c:dict):
                          'with pack=False the windows run across the documents as one stream')
     return data, val
 
-def _build_model(c:dict, data, device, world:int):
+def _build_model(c:dict, data, device, world:int, group=None):
     "(model, the module to call: the model, compiled if asked, in its DistributedDataParallel wrapper under torchrun)."
     torch.manual_seed(c['seed'])                                          # identical init on every rank
     model = make_model(c['attn'], c['task'], num_tokens=data.num_tokens, seq_len=data.seq_len, dim=c['dim'],
                        depth=c['depth'], heads=c['heads'], attn_options=c['attn_options']).to(device)
     net = torch.compile(model) if c['compile'] else model                # shares the parameters of `model`
+    if c['context_parallel'] > 1: net = ContextParallelLM(model, group)  # this rank's part of every sequence
     if world == 1: return model, net
     from torch.nn.parallel import DistributedDataParallel
     return model, DistributedDataParallel(net, device_ids=[device.index] if device.type == 'cuda' else None)
@@ -686,7 +738,8 @@ def _summarise(model, val, c:dict, s:dict, world:int, device, sample:bool=True) 
               'n_pairs': getattr(val, 'n_pairs', None), 'dim': c['dim'], 'depth': c['depth'], 'heads': c['heads'],
               'attn_options': c['attn_options'], 'dtype': c['dtype'], 'compile': c['compile']}
     return {'attn': c['attn'], 'task': c['task'], 'steps': s['step'], 'batch_size': c['batch_size'],
-            'world_size': world, 'device': str(device), 'params': count_parameters(model), 'seconds': s['seconds'],
+            'world_size': world, 'context_parallel': c['context_parallel'],
+            'device': str(device), 'params': count_parameters(model), 'seconds': s['seconds'],
             'tokens_per_second': s['step'] * c['batch_size'] * val.seq_len / max(s['seconds'], 1e-9),
             'final_loss': sum(tail) / len(tail), 'val_loss': last['loss'],
             'accuracy': last['accuracy'] if c['task'] == 'recall' else None,
@@ -729,6 +782,7 @@ def train(attn:str, # one of ATTENTIONS ('linformer' on the recall task only)
           on_step:Callable[[int, float], None]|None=None, # called with (step, loss) after every step
           progress:bool=False, # a tqdm bar on rank 0: tokens/s, time left, step and loss
           save_every_rank:bool=False, # under torchrun also write model_rank{r}.pt from every rank (for checks)
+          context_parallel:int=1, # under torchrun: split every sequence over this many processes (linear, delta)
          ) -> dict:
     "Train a small LM with the chosen attention; returns the curve, final and validation loss, a sample, the config."
     c = _train_config(locals())
@@ -947,8 +1001,10 @@ def _fit(c:dict, out, device, on_step, progress:bool, save_every_rank:bool, save
     "Train the configuration `c`, from scratch or from the training state `saved`, checkpointing into `out`."
     rank, world, device, started = _setup_distributed(device)
     try:
-        rows, (data, val) = _rank_rows(c['batch_size'], rank, world), _make_tasks(c)
-        model, net = _build_model(c, data, device, world)
+        group, part, dp_rank, dp_world = _cp_groups(rank, world, c['context_parallel'])
+        rows = (_rank_rows(c['batch_size'], dp_rank, dp_world), _rank_cols(c, part))   # this rank's rows, positions
+        data, val = _make_tasks(c)
+        model, net = _build_model(c, data, device, world, group)
         opt, sched = make_optimizer(model, c['decay_steps'], c['lr'], c['min_lr'], c['warmup'], c['weight_decay'],
                                     c['betas'])
         scaler, vocab, sha = _grad_scaler(device, c['dtype']), getattr(val, 'vocab', None), _text_sha(c)
