@@ -15,14 +15,16 @@ from einops import rearrange
 
 # %% auto #0
 __all__ = ['linear_attention_summary', 'delta_rule_summary', 'context_parallel_linear_attention', 'context_parallel_delta_rule',
-           'context_parallel_attention']
+           'context_parallel_attention', 'context_parallel_transformer']
 
 # %% ../nbs/06c_packing.ipynb #06cpacking-004
 from .core import check_int, check_float, check_tensor, as_mask, zero_padded, full_precision, document_arguments
 from .linear_attention import (LinearAttentionState, LinearSelfAttention, causal_linear_attention_chunked, _check_qkv,
                                                      _compute_dtype, _map_qk, _state_tensor,
                                                      _check_cu_seqlens, _packed_chunked)
-from .delta_rule import (DeltaNetSelfAttention, delta_rule_attention, _check_delta, _check_bounds, _chunk_parts,
+from .transformer import (LinearAttentionTransformer, LocalGlobalAttention, PreShiftTokens,
+                                                ChunkedFeedForward, shift_tokens, _local_attention)
+from .delta_rule import (DeltaNetSelfAttention, delta_rule_attention, _unit, _check_delta, _check_bounds, _chunk_parts,
                                                _in_chunks, _scan_states)
 
 # %% ../nbs/06c_packing.ipynb #06cpacking-020
@@ -256,6 +258,65 @@ def context_parallel_attention(layer:nn.Module, # a causal LinearSelfAttention (
     kind = ('a non-causal ' if isinstance(layer, LinearSelfAttention) else 'a ') + type(layer).__name__
     raise TypeError('layer must be a causal LinearSelfAttention (feature map elu, relu or a callable) or a '
                     f'DeltaNetSelfAttention, got {kind}')
+
+# %% ../nbs/06c_packing.ipynb #06cpacking-031x
+def _cp_local(layer:LocalGlobalAttention, q, k, v, group):
+    "The local heads over the ranks: the part's queries see its keys and the previous rank's last w (its halo)."
+    (b, _, n, d), w, first = q.shape, layer.window_size, _rank_world(group)[0] == 0
+    hk, hv = _halo(torch.cat((k, v), -1).transpose(1, 2), w, group).transpose(1, 2).split((d, v.shape[-1]), -1)
+    keep = torch.ones(b, w + n, dtype=torch.bool, device=q.device)
+    keep[:, :w] = not first                                                     # the first part: nothing before it
+    p = layer.attn_dropout.p if layer.training else 0.
+    out = _local_attention(torch.cat((torch.zeros_like(hk), q), 2), torch.cat((hk, k), 2), torch.cat((hv, v), 2),
+                           w, True, keep, p)
+    return out[:, :, w:]                                                          # the part's outputs
+
+def _cp_attention(layer:LocalGlobalAttention, x, group):
+    "Local heads with their halo, global heads by their summaries, merged: this rank's part of the layer's output."
+    local, (q, k, v) = layer._heads(x)
+    outs = [_cp_local(layer, *local, group)] if layer.n_local_heads else []
+    if layer.n_local_heads < layer.heads and layer.global_attn == 'delta':
+        outs.append(context_parallel_delta_rule(_unit(q), _unit(k), v, layer._beta(x), group=group,
+                                                chunk_size=layer.chunk_size, check_bounds=False))
+    elif layer.n_local_heads < layer.heads:
+        outs.append(context_parallel_linear_attention(q, k, v, group=group, feature_map='elu',
+                                                      chunk_size=layer.chunk_size, eps=layer.eps))
+    return layer._merge(outs)
+
+def _cp_sublayer(sub:nn.Module, h:torch.Tensor, group) -> torch.Tensor:
+    "One pre-norm sublayer of the transformer on this rank's part (token shift by a halo of its largest shift)."
+    fn, h = sub.fn, sub.norm(h)
+    if isinstance(fn, PreShiftTokens):
+        s = max(fn.shifts)
+        h, fn = shift_tokens(torch.cat((_halo(h, s, group), h), 1), fn.shifts)[:, s:], fn.fn
+    if isinstance(fn, ChunkedFeedForward): return fn(h)
+    return _cp_attention(fn, h, group)
+
+# %% ../nbs/06c_packing.ipynb #06cpacking-031y
+def _check_cp_transformer(body:LinearAttentionTransformer):
+    "Refuse, by name, a transformer whose layers do not split over ranks."
+    if body.reversible or not body.causal:
+        raise ValueError('context parallelism runs a causal transformer with residual layers, got '
+                         f'causal={body.causal}, reversible={body.reversible}')
+    for f, g in body.layers:
+        for sub in (f.fn, g.fn):
+            inner = sub.fn if isinstance(sub, PreShiftTokens) else sub
+            if not isinstance(inner, (LocalGlobalAttention, ChunkedFeedForward)):
+                raise ValueError(f'context parallelism runs local/global attention and feed-forward sublayers, got '
+                                 f'{type(inner).__name__.strip("_")} (attend_axially, Linformer or cross-attention)')
+            if getattr(inner, 'blindspot_size', 1) > 1:
+                raise ValueError(f'context parallelism needs blindspot_size=1, got {inner.blindspot_size}')
+
+def context_parallel_transformer(body:LinearAttentionTransformer, # causal, residual layers
+                                 x:torch.Tensor, # this rank's part of the input (b, n_r, dim)
+                                 group=None, # the process group over whose ranks the sequence is split, in order
+                                ) -> torch.Tensor: # this rank's part of the output (b, n_r, dim)
+    "The transformer's layers on one sequence split over the ranks of `group`: this rank's part."
+    _check_cp_transformer(body)
+    for f, g in body.layers:
+        x = x + _cp_sublayer(f, x, group)
+        x = x + _cp_sublayer(g, x, group)
+    return x
 
 # %% ../nbs/06c_packing.ipynb #06cpacking-035
 document_arguments(globals());

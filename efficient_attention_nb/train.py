@@ -23,7 +23,8 @@ from .linformer import LinformerSelfAttention
 from .compositional import CompositionalAttention
 from .transformer import LinearAttentionTransformerLM
 from .delta_rule import DeltaNetSelfAttention
-from .packing import context_parallel_attention, _rank_world, _part_lengths
+from .packing import (context_parallel_attention, context_parallel_transformer,
+                                            _check_cp_transformer, _rank_world, _part_lengths)
 
 # %% auto #0
 __all__ = ['ATTENTIONS', 'TASKS', 'ATTN_OPTIONS', 'AUTOCAST_DTYPES', 'CHECKPOINT_FORMAT', 'STATE_FORMAT', 'make_corpus',
@@ -489,9 +490,9 @@ def _check_context_parallel(c:dict):
     "Refuse a `context_parallel` that this configuration cannot split its sequences by."
     cp = check_int(c['context_parallel'], 'context_parallel')
     if cp == 1: return
-    if c['attn'] not in ('linear', 'delta'):
-        raise ValueError(f"context_parallel={cp} splits sequences for attn='linear' or 'delta', whose states cross "
-                         f"the processes; got attn={c['attn']!r}")
+    if c['attn'] not in ('linear', 'delta', 'transformer'):
+        raise ValueError(f"context_parallel={cp} splits sequences for attn='linear', 'delta' or 'transformer', whose "
+                         f"states cross the processes; got attn={c['attn']!r}")
     if c['task'] != 'char': raise ValueError(f"context_parallel applies to task='char', got task={c['task']!r}")
     check_divisible(c['seq_len'], 'seq_len', cp, 'context_parallel')
     if c['compile']: raise ValueError('context_parallel runs without compile: its collectives are in the forward pass')
@@ -513,14 +514,16 @@ def _rank_cols(c:dict, part:int) -> slice:
 
 # %% ../nbs/08_training.ipynb #07training-037q
 class ContextParallelLM(nn.Module):
-    "A `TinyLM` of causal linear-attention or delta-rule blocks run on this rank's part of every sequence."
-    def __init__(self, lm:TinyLM, # the model (its parameters are shared, not copied)
+    "A `TinyLM` of linear-attention or delta-rule blocks, or the linear attention transformer, on a part of a sequence."
+    def __init__(self, lm:TinyLM|LinearAttentionTransformerLM, # the model (its parameters are shared, not copied)
                  group=None, # the processes that hold the parts of a sequence, in order; None: all
                 ):
         super().__init__()
-        bad = {type(b.attn).__name__ for b in lm.body.layers
-               if not isinstance(b.attn, (LinearSelfAttention, DeltaNetSelfAttention))}
-        if bad: raise TypeError(f'ContextParallelLM needs linear-attention or delta-rule blocks, got {sorted(bad)}')
+        if isinstance(lm, LinearAttentionTransformerLM): _check_cp_transformer(lm.body)
+        else:
+            bad = {type(b.attn).__name__ for b in lm.body.layers
+                   if not isinstance(b.attn, (LinearSelfAttention, DeltaNetSelfAttention))}
+            if bad: raise TypeError(f'ContextParallelLM needs linear-attention or delta-rule blocks, got {sorted(bad)}')
         self.lm, self.group = lm, group
 
     def forward(self, x:torch.Tensor, # this rank's part of the token ids (b, n_r)
@@ -528,6 +531,8 @@ class ContextParallelLM(nn.Module):
         "The part's logits: positions from the part's offset, each attention across the ranks."
         start = sum(_part_lengths(x.shape[1], self.group, x.device)[:_rank_world(self.group)[0]])
         h = self.lm.embed(x, start=start)
+        if isinstance(self.lm, LinearAttentionTransformerLM):
+            return self.lm.head(context_parallel_transformer(self.lm.body, h, self.group))
         for block in self.lm.body.layers:
             h = h + context_parallel_attention(block.attn, block.attn_norm(h), self.group)
             h = h + block.ff(block.ff_norm(h))

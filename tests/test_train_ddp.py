@@ -130,7 +130,8 @@ def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('attn,extra', [('linear', []), ('delta', ['--gate', '--conv-size', '3'])])
+@pytest.mark.parametrize('attn,extra', [('linear', []), ('delta', ['--gate', '--conv-size', '3']), ('transformer', []),
+                                        ('transformer', ['--global-attn', 'delta'])])
 def test_context_parallel_matches_one_process(tmp_path, attn, extra):
     "--context-parallel 2 under torchrun: each sequence split over two processes, the single process's losses."
     r = _torchrun(_cli_args(attn, 'char', tmp_path / 'cp') + ['--context-parallel', '2'] + extra)
@@ -140,7 +141,7 @@ def test_context_parallel_matches_one_process(tmp_path, attn, extra):
     s0 = torch.load(tmp_path / 'cp' / 'model_rank0.pt', weights_only=True)['model']
     s1 = torch.load(tmp_path / 'cp' / 'model_rank1.pt', weights_only=True)['model']
     for k in s0: assert torch.equal(s0[k], s1[k]), f'{k} differs between rank 0 and rank 1'
-    opts = {'gate': True, 'conv_size': 3} if extra else None
+    opts = {'delta': {'gate': True, 'conv_size': 3}, 'transformer': {'global_attn': 'delta'}}.get(attn) if extra else None
     single = train(attn, 'char', seq_len=32, attn_options=opts, out=tmp_path / 'single', device='cpu', **ARGS)
     for step, (a, b) in enumerate(zip(cp['curve'], single['curve'])):
         assert abs(a - b) <= 1e-5 * max(1., abs(b)), f'step {step}: loss {a} split over 2 processes, {b} on one'
@@ -152,5 +153,5 @@ def test_context_parallel_matches_one_process(tmp_path, attn, extra):
 def test_context_parallel_needs_processes_and_a_splittable_model():
     with pytest.raises(ValueError, match='launch under torchrun --nproc_per_node 2'):
         train('linear', 'char', seq_len=32, context_parallel=2, **ARGS)
-    with pytest.raises(ValueError, match="attn='linear' or 'delta'"):
+    with pytest.raises(ValueError, match="attn='linear', 'delta' or 'transformer'"):
         train('softmax', 'char', seq_len=32, context_parallel=2, **ARGS)
