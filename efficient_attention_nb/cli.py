@@ -13,8 +13,8 @@ import torch
 
 from . import __version__
 from .core import check_int, check_float, check_divisible, document_arguments
-from .train import (ATTENTIONS, TASKS, AUTOCAST_DTYPES, train, resume, load_run,
-                                          load_training_state, read_documents, best_run, TrainingInterrupted,
+from .train import (ATTENTIONS, TASKS, AUTOCAST_DTYPES, PACKED_ATTENTIONS, train, resume,
+                                          load_run, load_training_state, read_documents, best_run, TrainingInterrupted,
                                           CheckpointError, _autocast, _dist_env)
 from . import bench
 from . import train as train_module
@@ -46,7 +46,8 @@ def _train_data_args(p:argparse.ArgumentParser):
     g.add_argument('--doc-separator', metavar='STR', default=None,
                    help="cut every --text file into documents at this string (e.g. '<|endoftext|>')")
     g.add_argument('--no-pack', action='store_true', help='several documents: one stream across them, for any '
-                   '--attn (default: windows packed with their boundaries, no attention across one; transformer)')
+                   '--attn (default: windows packed with their boundaries, no attention across one; transformer, '
+                   'softmax, linear, delta)')
     g.add_argument('--seq-len', type=int, default=None, help='characters per window (char task; default 128)')
     g.add_argument('--val-fraction', type=float, default=0.1, help="share of the text held out as the 'val' split")
     g.add_argument('--pairs', type=int, default=None, help='key-value pairs per sequence (recall task; default 24)')
@@ -294,9 +295,9 @@ def _cmd_train(a:argparse.Namespace) -> int:
     try:
         _check_train_options(a); _check_device(a.device); _check_out(out, a.force)
         if a.text is not None: docs, notes = read_documents(a.text, a.doc_separator)
-        if a.text is not None and len(docs) > 1 and not a.no_pack and a.attn != 'transformer':
-            raise ValueError(f'--text holds {len(docs)} documents: packed batches need --attn transformer; '
-                             f'add --no-pack to train --attn {a.attn} on one stream across them')
+        if a.text is not None and len(docs) > 1 and not a.no_pack and a.attn not in PACKED_ATTENTIONS:
+            raise ValueError(f'--text holds {len(docs)} documents: packed batches need --attn '
+                             f"{' / '.join(PACKED_ATTENTIONS)}; add --no-pack to train --attn {a.attn} on one stream")
     except ValueError as e: return _fail('train', f'--text: {e}' if type(e).__name__ == 'TextFileError' else str(e))
     for note in notes if rank == 0 else []: print(f'efficient-attention train: note: {note}', file=sys.stderr)
     if a.threads is not None: torch.set_num_threads(a.threads)

@@ -20,7 +20,7 @@ __all__ = ['delta_rule_step', 'delta_rule_recurrent', 'delta_rule_attention', 'D
 from .core import (_holds, default, check_tensor, check_int, check_choice, check_heads, as_mask, full_precision,
                                          pad_to_multiple, upcast, zero_padded, document_arguments)
 from .linear_attention import (_compute_dtype, _unregistered,   # float32 sums; the unregistered error
-                                                     _check_cu_seqlens, _doc_layout)  # packed documents
+                                                     _check_cu_seqlens, _doc_layout, _doc_positions)  # packed
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-012c
 def _check_bounds(k:torch.Tensor, beta:torch.Tensor, g:torch.Tensor|None=None):
@@ -270,16 +270,24 @@ def _unit(t:torch.Tensor) -> torch.Tensor:
     "L2-normalise the last axis, in float32 at least: in float16 the guard 1e-12 rounds to 0, and a zero vector to 0/0."
     return F.normalize(upcast(t), dim=-1).to(t.dtype)
 
+def _doc_conv(conv:nn.Conv1d, x:torch.Tensor, before:torch.Tensor) -> torch.Tensor:
+    "The short causal depthwise convolution of packed documents x (1, n, C): no tap reaches before its document."
+    K, n, w = conv.kernel_size[0], x.shape[1], conv.weight[:, 0]                    # tap K-1: the position itself
+    taps = [F.pad(x, (0, 0, j, 0))[:, :n].masked_fill((before < j)[None, :, None], 0.) * w[:, K - 1 - j]
+            for j in range(K)]                                                      # x_{t-j}, if in t's document
+    return sum(taps)
+
 @patch
-def _project(self:DeltaNetSelfAttention, x, mask=None, conv_cache=None):
-    "x (b, n, dim) → q, k, v (b, h, n, d), β, g (b, h, n) and the new convolution cache."
+def _project(self:DeltaNetSelfAttention, x, mask=None, conv_cache=None, before=None):
+    "x (b, n, dim) → q, k, v (b, h, n, d), β, g (b, h, n), the new convolution cache; `before`: packed positions."
     qkv, cache = self.to_qkv(x), None
     if self.conv is not None:
         qkv = zero_padded(qkv, mask)                                               # padded inputs reach no position
         if conv_cache is None: conv_cache = qkv.new_zeros(qkv.shape[0], self.conv_size - 1, qkv.shape[-1])
         window = torch.cat([conv_cache, qkv], 1)                                    # (b, conv_size − 1 + n, 3·h·d)
         cache = window[:, window.shape[1] - (self.conv_size - 1):]
-        qkv = F.silu(self.conv(window.transpose(1, 2)).transpose(1, 2))             # short causal convolution
+        if before is not None: qkv = F.silu(_doc_conv(self.conv, qkv, before))     # packed: within each document
+        else: qkv = F.silu(self.conv(window.transpose(1, 2)).transpose(1, 2))       # short causal convolution
     q, k, v = rearrange(qkv, 'b n (three h d) -> three b h n d', three=3, h=self.heads)
     q, k = _unit(q), _unit(k)                                                       # unit-norm queries and keys
     beta = rearrange(self.to_beta(x).sigmoid(), 'b n h -> b h n')                   # β_t = σ(w_βᵀx_t + b_β)
@@ -312,9 +320,17 @@ def prefill(self:DeltaNetSelfAttention, x:torch.Tensor, # inputs (b, n, dim)
 @patch
 def forward(self:DeltaNetSelfAttention, x:torch.Tensor, # inputs (b, n, dim)
             mask:torch.Tensor|None=None, # padding mask (b, n), True = keep; padded positions write nothing
+            *,
+            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): offsets [0, l1, …, n]
            ) -> torch.Tensor: # outputs (b, n, dim)
     "Causal delta-rule self-attention, chunked parallel form. Legend: b batch, n positions, h heads, d width per head."
-    return self.prefill(x, mask)[0]
+    if cu_seqlens is None: return self.prefill(x, mask)[0]
+    check_tensor(x, 'x', ('b', 'n', self.dim)); _check_cu_seqlens(cu_seqlens, x.shape[1], x.shape[0])
+    cu_seqlens = cu_seqlens.to(x.device)
+    mask = as_mask(mask, 'mask', x.shape[:2], device=x.device, allow_empty_rows=True)
+    q, k, v, beta, g, _ = self._project(x, mask, before=_doc_positions(cu_seqlens, x.shape[1])[1])
+    o = delta_rule_attention(q, k, v, beta, g=g, chunk_size=self.chunk_size, check_bounds=False, cu_seqlens=cu_seqlens)
+    return self._merge_heads(o)
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-053
 def _decode_step(q, k, v, beta, state=None, g=None):

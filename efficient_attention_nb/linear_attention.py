@@ -425,11 +425,11 @@ class LinearSelfAttention(nn.Module):
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-047c
 @patch
-def _attend(self:LinearSelfAttention, q, k, v, kv_mask):
+def _attend(self:LinearSelfAttention, q, k, v, kv_mask, cu_seqlens=None):
     "The attention of this module's kind on heads (b, h, ·, d); the feature map is applied inside."
     if self.feature_map == 'softmax': return efficient_attention(q, k, v, mask=kv_mask)
     if self.causal: return causal_linear_attention(q, k, v, mask=kv_mask, feature_map=self.phi,
-                                                   chunk_size=self.chunk_size, eps=self.eps)
+                                                   chunk_size=self.chunk_size, eps=self.eps, cu_seqlens=cu_seqlens)
     return noncausal_linear_attention(q, k, v, mask=kv_mask, eps=self.eps, feature_map=self.phi)
 
 @patch
@@ -437,6 +437,8 @@ def forward(self:LinearSelfAttention, x:torch.Tensor, # input (b, n, dim)
             mask:torch.Tensor|None=None, # padding mask of x (b, n), True = keep
             context:torch.Tensor|None=None, # keys/values come from here instead (b, m, dim)
             context_mask:torch.Tensor|None=None, # padding mask of context (b, m)
+            *,
+            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1, causal): offsets [0, l1, …, n]
            ) -> torch.Tensor: # (b, n, dim)
     "Attend over `x` (or `context`). Legend: b batch, n queries, m context positions, h heads, d dim_head."
     sizes = {}
@@ -450,8 +452,11 @@ def forward(self:LinearSelfAttention, x:torch.Tensor, # input (b, n, dim)
         check_tensor(context, 'context', ('b', 'm', self.dim), sizes)
         kv_in, kv_mask = context, as_mask(context_mask, 'context_mask', (sizes['b'], sizes['m']), device=x.device)
     elif context_mask is not None: raise ValueError('context_mask was given without context')
+    if cu_seqlens is not None and not self.causal:
+        raise ValueError('cu_seqlens: packed documents need causal=True (each document attends within itself)')
     heads = lambda t: rearrange(t, 'b n (h d) -> b h n d', h=self.heads)
-    out = self._attend(heads(self.to_q(x)), heads(self.to_k(kv_in)), heads(self.to_v(kv_in)), kv_mask)
+    out = self._attend(heads(self.to_q(x)), heads(self.to_k(kv_in)), heads(self.to_v(kv_in)), kv_mask,
+                       cu_seqlens)
     return self.to_out(self.dropout(rearrange(out, 'b h n d -> b n (h d)')))
 
 # %% ../nbs/03_linear_attention.ipynb #03linearatte-047d

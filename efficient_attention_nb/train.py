@@ -21,18 +21,19 @@ from .core import (default, check_tensor, check_int, check_float, check_choice, 
 from .linear_attention import LinearSelfAttention
 from .linformer import LinformerSelfAttention
 from .compositional import CompositionalAttention
-from .transformer import LinearAttentionTransformerLM
+from .transformer import LinearAttentionTransformerLM, _embed_packed
+from .linear_attention import _doc_positions
 from .delta_rule import DeltaNetSelfAttention
 from .packing import (context_parallel_attention, context_parallel_transformer,
                                             _check_cp_transformer, _rank_world, _part_lengths)
 
 # %% auto #0
-__all__ = ['ATTENTIONS', 'TASKS', 'ATTN_OPTIONS', 'AUTOCAST_DTYPES', 'CHECKPOINT_FORMAT', 'STATE_FORMAT', 'make_corpus',
-           'load_corpus', 'CharVocab', 'TextFileError', 'read_text', 'read_documents', 'RecallTask', 'CharTask',
-           'SoftmaxSelfAttention', 'Block', 'Blocks', 'RecurrentBlocks', 'TinyLM', 'make_model', 'count_parameters',
-           'ContextParallelLM', 'lr_schedule', 'make_optimizer', 'packed_offsets', 'evaluate', 'train', 'checkpoint',
-           'plot_run', 'Run', 'load_run', 'CheckpointError', 'TrainingInterrupted', 'load_training_state', 'resume',
-           'lr_sweep', 'best_run']
+__all__ = ['ATTENTIONS', 'TASKS', 'ATTN_OPTIONS', 'AUTOCAST_DTYPES', 'PACKED_ATTENTIONS', 'CHECKPOINT_FORMAT', 'STATE_FORMAT',
+           'make_corpus', 'load_corpus', 'CharVocab', 'TextFileError', 'read_text', 'read_documents', 'RecallTask',
+           'CharTask', 'SoftmaxSelfAttention', 'Block', 'Blocks', 'RecurrentBlocks', 'TinyLM', 'make_model',
+           'count_parameters', 'ContextParallelLM', 'lr_schedule', 'make_optimizer', 'packed_offsets', 'evaluate',
+           'train', 'checkpoint', 'plot_run', 'Run', 'load_run', 'CheckpointError', 'TrainingInterrupted',
+           'load_training_state', 'resume', 'lr_sweep', 'best_run']
 
 # %% ../nbs/08_training.ipynb #07training-007
 _HEROES = ['fox', 'hare', 'crow', 'owl', 'wolf', 'bear', 'frog', 'mouse', 'goat', 'heron', 'miller', 'sailor',
@@ -290,11 +291,16 @@ class SoftmaxSelfAttention(nn.Module):
         self.to_out = nn.Linear(dim, dim)
 
     def forward(self, x:torch.Tensor, # input (b, n, dim)
+                *,
+                cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1, causal): offsets [0, l1, …, n]
                ) -> torch.Tensor:
         "(b, n, dim) → (b, n, dim). Legend: b batch, n positions, h heads, d width per head."
         check_tensor(x, 'x', ('b', 'n', self.dim))
         q, k, v = rearrange(self.to_qkv(x), 'b n (three h d) -> three b h n d', three=3, h=self.heads)
-        out = sdpa_attention(q, k, v, causal=self.causal)                # softmax(QKᵀ/√d) V, per head
+        if cu_seqlens is None: out = sdpa_attention(q, k, v, causal=self.causal)   # softmax(QKᵀ/√d) V, per head
+        else:                                                            # packed: causal, within each document
+            doc = _doc_positions(cu_seqlens.to(x.device), x.shape[1])[0]
+            out = sdpa_attention(q, k, v, attn_mask=(doc[:, None] == doc[None, :]).tril())
         return self.to_out(rearrange(out, 'b h n d -> b n (h d)'))
 
 # %% ../nbs/08_training.ipynb #07training-025
@@ -309,9 +315,11 @@ class Block(nn.Module):
         self.ff_norm, self.ff = nn.LayerNorm(dim), FeedForward(dim, ff_mult)
 
     def forward(self, h:torch.Tensor, # hidden states (b, n, dim)
+                cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1), for the attention
                ) -> torch.Tensor:
         "(b, n, dim) → (b, n, dim)."
-        h = h + self.attn(self.attn_norm(h))                              # x ← x + Attn(LN(x))
+        kw = {} if cu_seqlens is None else {'cu_seqlens': cu_seqlens}
+        h = h + self.attn(self.attn_norm(h), **kw)                        # x ← x + Attn(LN(x))
         return h + self.ff(self.ff_norm(h))                               # x ← x + FF(LN(x))
 
     def step(self, h_t:torch.Tensor, # the new position's hidden state (b, dim)
@@ -333,9 +341,10 @@ class Blocks(nn.Module):
         self.layers = nn.ModuleList([Block(dim, a, ff_mult) for a in attns])
 
     def forward(self, h:torch.Tensor, # hidden states (b, n, dim)
+                cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): passed to every attention layer
                ) -> torch.Tensor:
         "(b, n, dim) → (b, n, dim)."
-        for layer in self.layers: h = layer(h)
+        for layer in self.layers: h = layer(h, cu_seqlens)
         return h
 
 def _prefill_attention(attn:nn.Module, x:torch.Tensor):
@@ -463,6 +472,22 @@ def count_parameters(model:nn.Module, # any module
                     ) -> int:
     "Number of trainable parameters."
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+# %% ../nbs/08_training.ipynb #07training-033p
+_PACKABLE = (SoftmaxSelfAttention, LinearSelfAttention, DeltaNetSelfAttention)   # layers that take cu_seqlens
+
+@patch
+def forward(self:TinyLM, x:torch.Tensor, # token ids (b, n), n <= max_seq_len
+            *,
+            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): offsets [0, l1, …, n], each l ≤ max_seq_len
+           ) -> torch.Tensor: # logits (b, n, num_tokens)
+    "Logits for every position; with `cu_seqlens`, of every packed document as if it ran alone."
+    if cu_seqlens is None: return TokenLM.forward(self, x)
+    if not self.causal or not all(isinstance(b.attn, _PACKABLE) for b in self.body.layers):
+        kinds = sorted({type(b.attn).__name__ for b in self.body.layers})
+        raise ValueError(f'cu_seqlens: packed documents run through causal softmax, linear-attention and delta-rule '
+                         f'layers, got {kinds}')
+    return self.head(self.body(_embed_packed(self, x, cu_seqlens), cu_seqlens.to(x.device)))
 
 # %% ../nbs/08_training.ipynb #07training-037
 def _dist_env() -> tuple[int, int, int]:
@@ -637,6 +662,8 @@ def _train_config(c:dict) -> dict:
     return c
 
 # %% ../nbs/08_training.ipynb #07training-045
+PACKED_ATTENTIONS = ('transformer', 'softmax', 'linear', 'delta')      # their models take cu_seqlens
+
 def _make_tasks(c:dict):
     "(training task, validation task) of the configuration `c`."
     if c['task'] == 'recall':
@@ -646,9 +673,10 @@ def _make_tasks(c:dict):
     text = None if c['text_file'] is None else read_documents(c['text_file'], c['doc_separator'])[0]   # documents
     data = CharTask(c['seq_len'], text, 'train', c['val_fraction'], pack=c['pack'])
     val = CharTask(c['seq_len'], text, 'val', c['val_fraction'], vocab=data.vocab, pack=c['pack'])
-    if (data.packed or val.packed) and c['attn'] != 'transformer':
-        raise ValueError(f"attn={c['attn']!r}: packed documents (cu_seqlens) run through attn='transformer'; "
-                         'with pack=False the windows run across the documents as one stream')
+    if (data.packed or val.packed) and c['attn'] not in PACKED_ATTENTIONS:
+        raise ValueError(f"attn={c['attn']!r}: packed documents (cu_seqlens) run through attn="
+                         f"{', '.join(map(repr, PACKED_ATTENTIONS))}; with pack=False the windows run across the "
+                         'documents as one stream')
     return data, val
 
 def _build_model(c:dict, data, device, world:int, group=None):
@@ -770,7 +798,7 @@ def train(attn:str, # one of ATTENTIONS ('linformer' on the recall task only)
           n_pairs:int|None=None, # task 'recall': key–value pairs per sequence (default 24)
           val_fraction:float=0.1, # task 'char': share of the text held out as the 'val' split
           doc_separator:str|None=None, # task 'char': cut each text file into documents at this string
-          pack:bool=True, # several documents: no window attends across a boundary (attn='transformer')
+          pack:bool=True, # several documents: no window attends across a boundary (PACKED_ATTENTIONS)
           dim:int=64, # model width, the same for every attention
           depth:int=2, # number of blocks
           heads:int=4, # attention heads per block

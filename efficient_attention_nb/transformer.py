@@ -656,6 +656,12 @@ class LinearAttentionTransformerLM(TokenLM):
         return self.body
 
 # %% ../nbs/04_transformer.ipynb #04transforme-036b
+def _embed_packed(lm:TokenLM, x:torch.Tensor, cu_seqlens:torch.Tensor) -> torch.Tensor:
+    "Embeddings (1, n, dim) of packed documents, checked: positions restart in every document."
+    check_token_ids(x, 'x', lm.num_tokens); _check_packed(cu_seqlens, *x.shape, lm.max_seq_len)
+    _, offset, _ = _doc_positions(cu_seqlens.to(x.device), x.shape[1])                # position in its document
+    return lm.project_in(lm.token_emb(x) + lm.pos_emb(offset))
+
 @patch
 def forward(self:LinearAttentionTransformerLM, x:torch.Tensor, # token ids (b, n), n <= max_seq_len
             input_mask:torch.Tensor|None=None, # padding mask (b, n), True = keep
@@ -667,10 +673,7 @@ def forward(self:LinearAttentionTransformerLM, x:torch.Tensor, # token ids (b, n
     "Logits for every position."
     kw = dict(input_mask=input_mask, context=context, context_mask=context_mask)
     if cu_seqlens is None: return TokenLM.forward(self, x, **kw)
-    check_token_ids(x, 'x', self.num_tokens); _check_packed(cu_seqlens, *x.shape, self.max_seq_len)
-    _, offset, _ = _doc_positions(cu_seqlens.to(x.device), x.shape[1])                # position in its document
-    h = self.project_in(self.token_emb(x) + self.pos_emb(offset))
-    return self.head(self.body(h, **kw, cu_seqlens=cu_seqlens))
+    return self.head(self.body(_embed_packed(self, x, cu_seqlens), **kw, cu_seqlens=cu_seqlens.to(x.device)))
 
 # %% ../nbs/04_transformer.ipynb #04transforme-044r2
 def _ring(k:torch.Tensor, slots:int) -> torch.Tensor:
