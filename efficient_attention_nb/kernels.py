@@ -15,7 +15,7 @@ __all__ = []
 # %% ../nbs/06b_hardware.ipynb #06bhardware-005
 from .core import default
 from .linear_attention import (elu_feature_map, relu_feature_map, LinearAttentionState,
-    _KERNELS, _map_qk, _resolve_feature_map, _check_state)
+    _KERNELS, _map_qk, _resolve_feature_map, _check_state, _doc_layout)
 from .delta_rule import _CHUNKS, _SCANS, _in_chunks
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-imp
@@ -63,6 +63,16 @@ def _at_bnh(b, h, rows, cols, n, H, x):
     return ((b * n + rows[:, None]) * H + h) * x + cols[None, :]
 
 @_jit
+def _doc_state(X, DOCS, t, S, z, bit, H, h, d, e, rd, re, sm):
+    "Packed documents: chunk t's flags and state offsets; (S, z) loaded from X at the document's chunk flagged `bit`."
+    dj, flag = tl.load(DOCS[0] + t).to(tl.int64), tl.load(DOCS[1] + t)
+    st, zt = ((dj * H + h) * d + rd[:, None]) * e + re[None, :], (dj * H + h) * d + rd
+    if (flag & bit) != 0:
+        S = tl.load(X[0] + st, mask=sm, other=0.)
+        z = tl.load(X[1] + zt, mask=rd < d, other=0.)
+    return flag, st, zt, S, z
+
+@_jit
 def _load_chunk(Q, K, V, M, sq, sk, sv, b, h, rows, rd, re, n, d, e, PHI: tl.constexpr):
     "Positions `rows` of head (b, h): φq, φk (C, BD), v (C, BE), zeros past n; φk and v zeroed where the mask drops."
     rm = rows < n
@@ -79,9 +89,9 @@ def _load_chunk(Q, K, V, M, sq, sk, sv, b, h, rows, rd, re, n, d, e, PHI: tl.con
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-fwd
 @_jit
-def _cla_fwd_kernel(Q, K, V, M, S0, O, DEN, SN, sq, sk, sv, n, d, e, eps, C: tl.constexpr, BD: tl.constexpr,
+def _cla_fwd_kernel(Q, K, V, M, S0, O, DEN, SN, DOCS, sq, sk, sv, n, d, e, eps, C: tl.constexpr, BD: tl.constexpr,
                     BE: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
-    "One block of value columns of one head: the chunks in order. S0 (or None), SN: the state's pointers (S, z)."
+    "One block of value columns of one head, chunks in order. S0, SN: (S, z) pointers; DOCS: packed documents, or None."
     pe, h, b = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2).to(tl.int64)  # 64-bit offsets
     H = tl.num_programs(1)
     rc, rd, re = tl.arange(0, C), tl.arange(0, BD), pe * BE + tl.arange(0, BE)
@@ -89,12 +99,14 @@ def _cla_fwd_kernel(Q, K, V, M, S0, O, DEN, SN, sq, sk, sv, n, d, e, eps, C: tl.
     st, zt = ((b * H + h) * d + rd[:, None]) * e + re[None, :], (b * H + h) * d + rd      # into (b, h, d, ·) states
     S = tl.zeros((BD, BE), tl.float32)                                     # S: on chip, float32
     z = tl.zeros((BD,), tl.float32)                                        # z
-    if S0 is not None:
+    if S0 is not None and DOCS is None:
         S += tl.load(S0[0] + st, mask=sm, other=0.)
         z += tl.load(S0[1] + zt, mask=rd < d, other=0.)
     causal = rc[:, None] >= rc[None, :]
     for t0 in range(0, n, C):                                              # the chunks, in order
         rows = t0 + rc
+        if DOCS is not None:                                               # packed: each document from its own S0
+            flag, st, zt, S, z = _doc_state(S0, DOCS, t0 // C, S, z, 1, H, h, d, e, rd, re, sm)
         q, k, v, _ = _load_chunk(Q, K, V, M, sq, sk, sv, b, h, rows, rd, re, n, d, e, PHI)         # φQ_t, φK_t, V_t
         A = tl.where(causal, tl.dot(q, tl.trans(k), input_precision=PREC), 0.)                       # A_t
         num = tl.dot(q.to(STATE_DT), S.to(STATE_DT), input_precision=PREC)                            # φQ_t S
@@ -106,8 +118,13 @@ def _cla_fwd_kernel(Q, K, V, M, S0, O, DEN, SN, sq, sk, sv, n, d, e, eps, C: tl.
         if pe == 0: tl.store(DEN + (b * H + h) * n + rows, den, mask=rows < n)     # kept for the backward pass
         S += tl.dot(tl.trans(k), v, input_precision=PREC)                                             # S += φK_tᵀ V_t
         z += tl.sum(k.to(tl.float32), 0)                                                              # z += φK_tᵀ 1
-    tl.store(SN[0] + st, S, mask=sm)                                       # the state after position n
-    if pe == 0: tl.store(SN[1] + zt, z, mask=rd < d)
+        if DOCS is not None:
+            if (flag & 2) != 0:                                            # a document's last chunk: its state
+                tl.store(SN[0] + st, S, mask=sm)
+                if pe == 0: tl.store(SN[1] + zt, z, mask=rd < d)
+    if DOCS is None:
+        tl.store(SN[0] + st, S, mask=sm)                                   # the state after position n
+        if pe == 0: tl.store(SN[1] + zt, z, mask=rd < d)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-launch
 def _config(n:int, dtype:torch.dtype) -> dict:
@@ -121,22 +138,29 @@ def _heads_view(b, n, h, x, like) -> torch.Tensor:
     "A (b, h, n, x) view of a fresh (b, n, h, x) tensor, like `like`'s dtype and device."
     return torch.empty(b, n, h, x, device=like.device, dtype=like.dtype).transpose(1, 2)
 
-def _fwd_outs(q, v) -> tuple:
-    "The forward's outputs, empty: o (a view of (b, n, h, e)), its denominators, and S, z after n (float32)."
+def _fwd_outs(q, v, s0=None) -> tuple:
+    """The forward's outputs, empty: o (a view of (b, n, h, e)), its denominators, and S, z after n (float32); shaped
+    like the given states (one per packed document) when `s0` is given."""
     (b, h, n, d), e, f32 = q.shape, v.shape[-1], dict(dtype=torch.float32)
-    return (_heads_view(b, n, h, e, v), q.new_empty(b, h, n, **f32), q.new_empty(b, h, d, e, **f32),
-            q.new_empty(b, h, d, **f32))
+    B = b if s0 is None else s0.shape[0]
+    return (_heads_view(b, n, h, e, v), q.new_empty(b, h, n, **f32), q.new_empty(B, h, d, e, **f32),
+            q.new_empty(B, h, d, **f32))
 
-def _fwd_launch(q, k, v, mask, s0, z0, eps:float, phi:int=0):
+def _packed_config(n:int, dtype, doc) -> dict:
+    "`_config`, with packed documents laid out in chunks (`doc`: one entry per chunk) of the chunk length they took."
+    cfg = _config(n, dtype)
+    return cfg if doc is None else cfg | dict(C=n // doc.numel())
+
+def _fwd_launch(q, k, v, mask, s0, z0, eps:float, phi:int=0, doc=None, flags=None):
     """Run the forward kernel: (output, denominators, S after n, z after n); `phi` is the feature map's `PHI`;
-    `mask` a contiguous (b, n) tensor of 0 and 1 (or None)."""
+    `mask` a contiguous (b, n) tensor of 0 and 1 (or None); `doc`, `flags` per chunk for packed documents (or None)."""
     (b, h, n, d), e = q.shape, v.shape[-1]
-    o, den, sn, zn = _fwd_outs(q, v)
-    cfg = _config(n, q.dtype); BE = min(cfg.pop('BE'), _blk(e))
+    o, den, sn, zn = _fwd_outs(q, v, None if doc is None else s0)
+    cfg = _packed_config(n, q.dtype, doc); BE = min(cfg.pop('BE'), _blk(e))
     with _device_of(q):
         _cla_fwd_kernel[(triton.cdiv(e, BE), h, b)](
-            q, k, v, mask, None if s0 is None else (s0, z0), o, den, (sn, zn), q.stride(), k.stride(), v.stride(),
-            n, d, e, eps, BD=_blk(d), BE=BE, PHI=phi, **cfg)
+            q, k, v, mask, None if s0 is None else (s0, z0), o, den, (sn, zn), None if doc is None else (doc, flags),
+            q.stride(), k.stride(), v.stride(), n, d, e, eps, BD=_blk(d), BE=BE, PHI=phi, **cfg)
     return o, den, sn, zn
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-gparts
@@ -175,20 +199,22 @@ def _dkdv_chunk(q, k, v, g, gam, B, R, r, causal, STATE_DT: tl.constexpr, PREC: 
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-bwd
 @_jit
-def _cla_dq_kernel(Q, K, V, M, DO, O, DEN, S0, DQ, sq, sk, sv, sg, n, d, e, eps, C: tl.constexpr,
+def _cla_dq_kernel(Q, K, V, M, DO, O, DEN, S0, DQ, DOCS, sq, sk, sv, sg, n, d, e, eps, C: tl.constexpr,
                    BD: tl.constexpr, BE: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
     "∂q of one head: the chunks in order, with the forward's state (S, z) on chip from S0 (or zero)."
     h, b = tl.program_id(1).to(tl.int64), tl.program_id(2).to(tl.int64)           # 64-bit offsets
     H = tl.num_programs(1)
     rc, rd, re = tl.arange(0, C), tl.arange(0, BD), tl.arange(0, BE)
     S, z = tl.zeros((BD, BE), tl.float32), tl.zeros((BD,), tl.float32)
-    if S0 is not None:
-        S += tl.load(S0[0] + ((b * H + h) * d + rd[:, None]) * e + re[None, :],
-                     mask=(rd < d)[:, None] & (re < e)[None, :], other=0.)
+    sm = (rd < d)[:, None] & (re < e)[None, :]
+    if S0 is not None and DOCS is None:
+        S += tl.load(S0[0] + ((b * H + h) * d + rd[:, None]) * e + re[None, :], mask=sm, other=0.)
         z += tl.load(S0[1] + (b * H + h) * d + rd, mask=rd < d, other=0.)
     causal = rc[:, None] >= rc[None, :]
     for t0 in range(0, n, C):                                              # forwards in time
         rows = t0 + rc
+        if DOCS is not None:                                               # packed: as in the forward kernel
+            flag, _, _, S, z = _doc_state(S0, DOCS, t0 // C, S, z, 1, H, h, d, e, rd, re, sm)
         q, k, v, _ = _load_chunk(Q, K, V, M, sq, sk, sv, b, h, rows, rd, re, n, d, e, PHI)
         g, gam, B = _grad_parts(DO, O, DEN, sg, b, h, H, rows, re, n, e, eps, v, causal, PREC)
         dq, S, z = _dq_chunk(g, gam, B, k, v, S, z, STATE_DT, PREC)
@@ -198,7 +224,7 @@ def _cla_dq_kernel(Q, K, V, M, DO, O, DEN, S0, DQ, sq, sk, sv, sg, n, d, e, eps,
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-bwd-kv
 @_jit
-def _cla_dkdv_kernel(Q, K, V, M, DO, O, DEN, DSN, DK, DV, DS0, sq, sk, sv, sg, n, d, e, eps, C: tl.constexpr,
+def _cla_dkdv_kernel(Q, K, V, M, DO, O, DEN, DSN, DK, DV, DS0, DOCS, sq, sk, sv, sg, n, d, e, eps, C: tl.constexpr,
                      BD: tl.constexpr, BE: tl.constexpr, PHI: tl.constexpr, STATE_DT: tl.constexpr, PREC: tl.constexpr):
     "∂k, ∂v of one head: the chunks in reverse, with (R, r) on chip from DSN = (∂L/∂S_n, ∂L/∂z_n) (or zero)."
     h, b = tl.program_id(1).to(tl.int64), tl.program_id(2).to(tl.int64)           # 64-bit offsets
@@ -207,12 +233,14 @@ def _cla_dkdv_kernel(Q, K, V, M, DO, O, DEN, DSN, DK, DV, DS0, sq, sk, sv, sg, n
     sm = (rd < d)[:, None] & (re < e)[None, :]
     st, zt = ((b * H + h) * d + rd[:, None]) * e + re[None, :], (b * H + h) * d + rd
     R, r = tl.zeros((BD, BE), tl.float32), tl.zeros((BD,), tl.float32)
-    if DSN is not None:
+    if DSN is not None and DOCS is None:
         R += tl.load(DSN[0] + st, mask=sm, other=0.)
         r += tl.load(DSN[1] + zt, mask=rd < d, other=0.)
     N, causal = tl.cdiv(n, C), rc[:, None] >= rc[None, :]
     for i in range(0, N):                                                  # backwards in time
         rows = (N - 1 - i) * C + rc
+        if DOCS is not None:                                               # packed: each document from its ∂S_n
+            flag, st, zt, R, r = _doc_state(DSN, DOCS, N - 1 - i, R, r, 2, H, h, d, e, rd, re, sm)
         md, me = (rows < n)[:, None] & (rd < d)[None, :], (rows < n)[:, None] & (re < e)[None, :]
         q, k, v, keep = _load_chunk(Q, K, V, M, sq, sk, sv, b, h, rows, rd, re, n, d, e, PHI)
         g, gam, B = _grad_parts(DO, O, DEN, sg, b, h, H, rows, re, n, e, eps, v, causal, PREC)
@@ -222,27 +250,35 @@ def _cla_dkdv_kernel(Q, K, V, M, DO, O, DEN, DSN, DK, DV, DS0, sq, sk, sv, sg, n
                  mask=md)
         tl.store(DV + _at_bnh(b, h, rows, re, n, H, e), tl.where(keep[:, None], dv, 0.).to(DV.dtype.element_ty),
                  mask=me)
-    tl.store(DS0[0] + st, R, mask=sm)                                      # ∂L/∂S₀ = R, ∂L/∂z₀ = r
-    tl.store(DS0[1] + zt, r, mask=rd < d)
+        if DOCS is not None:
+            if (flag & 1) != 0:                                            # a document's first chunk: ∂ of its S0
+                tl.store(DS0[0] + st, R, mask=sm)
+                tl.store(DS0[1] + zt, r, mask=rd < d)
+    if DOCS is None:
+        tl.store(DS0[0] + st, R, mask=sm)                                  # ∂L/∂S₀ = R, ∂L/∂z₀ = r
+        tl.store(DS0[1] + zt, r, mask=rd < d)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-bwd-launch
-def _bwd_outs(q, k, v) -> tuple:
-    "The backward's outputs, empty: dq, dk, dv (views of (b, n, h, ·)), and dS₀, dz₀ (float32)."
+def _bwd_outs(q, k, v, s0=None) -> tuple:
+    "The backward's outputs, empty: dq, dk, dv (views of (b, n, h, ·)), and dS₀, dz₀ (float32, shaped like `s0`)."
     (b, h, n, d), e, f32 = q.shape, v.shape[-1], dict(dtype=torch.float32)
+    B = b if s0 is None else s0.shape[0]
     return (_heads_view(b, n, h, d, q), _heads_view(b, n, h, d, k), _heads_view(b, n, h, e, v),
-            q.new_empty(b, h, d, e, **f32), q.new_empty(b, h, d, **f32))
+            q.new_empty(B, h, d, e, **f32), q.new_empty(B, h, d, **f32))
 
-def _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps:float, phi:int=0):
+def _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps:float, phi:int=0, doc=None, flags=None):
     "Run the two backward kernels: (dq, dk, dv, dS₀, dz₀), the last two float32; dq and dk of the raw q and k."
     (b, h, n, d), e = q.shape, v.shape[-1]
-    dq, dk, dv, ds0, dz0 = _bwd_outs(q, k, v)
-    cfg = _config(n, q.dtype); cfg.pop('BE')
+    dq, dk, dv, ds0, dz0 = _bwd_outs(q, k, v, None if doc is None else s0)
+    cfg = _packed_config(n, q.dtype, doc); cfg.pop('BE')
     both = dict(n=n, d=d, e=e, eps=eps, BD=_blk(d), BE=_blk(e), PHI=phi, **cfg)
     strides = dict(sq=q.stride(), sk=k.stride(), sv=v.stride(), sg=do.stride())
+    docs = None if doc is None else (doc, flags)
     with _device_of(q):
-        _cla_dq_kernel[(1, h, b)](q, k, v, mask, do, o, den, None if s0 is None else (s0, z0), dq, **strides, **both)
+        _cla_dq_kernel[(1, h, b)](q, k, v, mask, do, o, den, None if s0 is None else (s0, z0), dq, docs, **strides,
+                                  **both)
         _cla_dkdv_kernel[(1, h, b)](q, k, v, mask, do, o, den, None if dsn is None else (dsn, dzn), dk, dv,
-                                    (ds0, dz0), **strides, **both)
+                                    (ds0, dz0), docs, **strides, **both)
     return dq, dk, dv, ds0, dz0
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-dr-fwd
@@ -503,38 +539,42 @@ torch.library.register_autograd('efficient_attention_nb::delta_scan_fwd', _scan_
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-op
 @torch.library.custom_op('efficient_attention_nb::causal_linear_fwd', mutates_args=(), schema=(
-    '(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor? s0, Tensor? z0, float eps, int phi=0)'
-    ' -> (Tensor, Tensor, Tensor, Tensor)'))
-def _cla_fwd_op(q, k, v, mask, s0, z0, eps, phi=0): return _fwd_launch(q, k, v, mask, s0, z0, eps, phi)
+    '(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor? s0, Tensor? z0, float eps, int phi=0, Tensor? doc=None,'
+    ' Tensor? flags=None) -> (Tensor, Tensor, Tensor, Tensor)'))
+def _cla_fwd_op(q, k, v, mask, s0, z0, eps, phi=0, doc=None, flags=None):
+    return _fwd_launch(q, k, v, mask, s0, z0, eps, phi, doc, flags)
 
 @_cla_fwd_op.register_fake
-def _(q, k, v, mask, s0, z0, eps, phi=0): return _fwd_outs(q, v)
+def _(q, k, v, mask, s0, z0, eps, phi=0, doc=None, flags=None): return _fwd_outs(q, v, None if doc is None else s0)
 
 @torch.library.custom_op('efficient_attention_nb::causal_linear_bwd', mutates_args=(), schema=(
     '(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor do, Tensor o, Tensor den, Tensor? s0, Tensor? z0, Tensor? dsn,'
-    ' Tensor? dzn, float eps, int phi=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor)'))
-def _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi=0):
-    return _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi)
+    ' Tensor? dzn, float eps, int phi=0, Tensor? doc=None, Tensor? flags=None)'
+    ' -> (Tensor, Tensor, Tensor, Tensor, Tensor)'))
+def _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi=0, doc=None, flags=None):
+    return _bwd_launch(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi, doc, flags)
 
 @_cla_bwd_op.register_fake
-def _(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi=0): return _bwd_outs(q, k, v)
+def _(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, eps, phi=0, doc=None, flags=None):
+    return _bwd_outs(q, k, v, None if doc is None else s0)
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-ag
 def _cla_setup(ctx, inputs, output):
-    q, k, v, mask, s0, z0, eps, phi = inputs
-    ctx.save_for_backward(q, k, v, mask, s0, z0, output[0], output[1])
+    q, k, v, mask, s0, z0, eps, phi, doc, flags = inputs
+    ctx.save_for_backward(q, k, v, mask, s0, z0, output[0], output[1], doc, flags)
     ctx.eps, ctx.phi, ctx.has_s0 = eps, phi, s0 is not None
     ctx.set_materialize_grads(False)                         # unused outputs: None, not tensors of zeros
 
 def _cla_backward(ctx, do, dden, dsn, dzn):
-    q, k, v, mask, s0, z0, o, den = ctx.saved_tensors
+    q, k, v, mask, s0, z0, o, den, doc, flags = ctx.saved_tensors
     do = torch.zeros_like(o) if do is None else do if do.stride(-1) == 1 else do.contiguous()
-    if dsn is not None or dzn is not None:                   # the final state was used: both parts of its gradient
+    if dsn is not None or dzn is not None or doc is not None:   # the final states were used (packed: always read)
         (b, h, _, d), e = q.shape, v.shape[-1]
-        dsn = (dsn if dsn is not None else den.new_zeros(b, h, d, e)).contiguous()
-        dzn = (dzn if dzn is not None else den.new_zeros(b, h, d)).contiguous()
-    dq, dk, dv, ds0, dz0 = _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, ctx.eps, ctx.phi)
-    return dq, dk, dv, None, ds0 if ctx.has_s0 else None, dz0 if ctx.has_s0 else None, None, None
+        B = b if doc is None else s0.shape[0]                     # packed documents: a state per document
+        dsn = (dsn if dsn is not None else den.new_zeros(B, h, d, e)).contiguous()
+        dzn = (dzn if dzn is not None else den.new_zeros(B, h, d)).contiguous()
+    dq, dk, dv, ds0, dz0 = _cla_bwd_op(q, k, v, mask, do, o, den, s0, z0, dsn, dzn, ctx.eps, ctx.phi, doc, flags)
+    return dq, dk, dv, None, ds0 if ctx.has_s0 else None, dz0 if ctx.has_s0 else None, None, None, None, None
 
 torch.library.register_autograd('efficient_attention_nb::causal_linear_fwd', _cla_backward, setup_context=_cla_setup)
 
@@ -598,7 +638,7 @@ def _kernel_operands(*ts) -> list:
     return [t if t.stride(-1) == 1 else t.contiguous() for t in ts]
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-tr-plug2
-def _triton(q, k, v, *, mask, feature_map, eps, initial_state, return_state, forced, **_):
+def _triton(q, k, v, *, mask, feature_map, eps, initial_state, return_state, forced, cu_seqlens=None, **_):
     "Causal linear attention by the Triton kernels; None where `backend='auto'` should take another path."
     if not _takes(_triton_unfit(q, k, v), forced, q.device): return None
     (b, h, _, d), e, out_dtype = q.shape, v.shape[-1], q.dtype
@@ -608,12 +648,32 @@ def _triton(q, k, v, *, mask, feature_map, eps, initial_state, return_state, for
     q, k, v = _kernel_operands(q, k, v)
     s0 = z0 = None
     if initial_state is not None:
-        _check_state(initial_state, b, h, d, e)
+        _check_state(initial_state, b if cu_seqlens is None else cu_seqlens.numel() - 1, h, d, e)
         s0, z0 = (t.to(q.device, torch.float32).contiguous() for t in initial_state)
     m = None if mask is None else mask.contiguous().view(torch.uint8)     # the same bytes, read as 0 or 1
+    if cu_seqlens is not None:
+        out, sn, zn = _triton_packed(q, k, v, m, s0, z0, float(eps), phi, cu_seqlens)
+        return (out.to(out_dtype), LinearAttentionState(sn, zn)) if return_state else out.to(out_dtype)
     out, _, sn, zn = _cla_fwd_op(q, k, v, m, s0, z0, float(eps), phi)
     if out.dtype != out_dtype: out = out.to(out_dtype)                    # inputs of mixed dtypes only
     return (out, LinearAttentionState(sn, zn)) if return_state else out
+
+def _triton_packed(q, k, v, mask, s0, z0, eps:float, phi:int, cu_seqlens):
+    "Packed documents through the kernels: laid out so that each starts a chunk (chapter 3's `_doc_layout`), per chunk"
+    " its document and flags; the empty slots masked. (output, S and z after each document)."
+    (b, h, n, d), e, D = q.shape, v.shape[-1], cu_seqlens.numel() - 1
+    C = _config(n, q.dtype)['C']
+    slot, chunk_doc, first, last = _doc_layout(cu_seqlens, n, C)
+    N = chunk_doc.numel()
+    flags = torch.zeros(N, dtype=torch.int32, device=q.device).index_fill_(0, first, 1)
+    flags.index_add_(0, last, torch.full_like(last, 2, dtype=torch.int32))            # 3: a one-chunk document
+    lay = lambda x: x.new_zeros(*x.shape[:2], N * C, x.shape[-1]).index_copy(2, slot, x)   # each at its slot
+    keep = torch.ones(b, n, dtype=torch.uint8, device=q.device) if mask is None else mask
+    keep = keep.new_zeros(b, N * C).index_copy(1, slot, keep)                           # empty slots: dropped
+    if s0 is None: s0, z0 = q.new_zeros(D, h, d, e, dtype=torch.float32), q.new_zeros(D, h, d, dtype=torch.float32)
+    out, _, sn, zn = _cla_fwd_op(lay(q), lay(k), lay(v), keep, s0, z0, eps, phi,
+                                 chunk_doc.to(torch.int32), flags)
+    return out.index_select(2, slot), sn, zn
 
 _KERNELS['triton'] = _triton
 

@@ -351,13 +351,14 @@ def _causal_linear_attention(q, k, v, mask, feature_map, chunk_size:int, eps:flo
                              kernel_min_rows:int=131072, cu_seqlens=None):
     "`causal_linear_attention` without its checks (a bool mask or None): the path layers call with checked inputs."
     names = {'auto': ('triton', 'tiled'), 'torch': ()}.get(backend, (backend,))
-    for name in names if cu_seqlens is None else ():                   # packed documents: the chunked form below
+    packed = {} if cu_seqlens is None else {'cu_seqlens': cu_seqlens}
+    for name in names if cu_seqlens is None else [n_ for n_ in names if n_ == 'triton']:   # packed: Triton's or ours
         if name not in _KERNELS:
             if backend == 'auto': continue
             raise _unregistered(name)
         out = _KERNELS[name](q, k, v, mask=mask, feature_map=feature_map, chunk_size=chunk_size, eps=eps,
                              initial_state=initial_state, return_state=return_state, tile=tile,
-                             kernel_min_rows=kernel_min_rows, forced=backend != 'auto')
+                             kernel_min_rows=kernel_min_rows, forced=backend != 'auto', **packed)
         if out is not None: return out                                   # None: this backend declined
     q, k = _map_qk(q, k, feature_map)
     k, v = zero_padded(k, mask), zero_padded(v, mask)                                 # padded keys: inert
@@ -390,8 +391,8 @@ def causal_linear_attention(q:torch.Tensor, # queries (b, h, n, d), raw (mapped 
     mask = as_mask(mask, 'mask', (sizes['b'], sizes['n']), device=k.device)
     if cu_seqlens is not None:                                   # states per document: leading size = documents
         _check_cu_seqlens(cu_seqlens, sizes['n'], sizes['b']); cu_seqlens = cu_seqlens.to(q.device)
-        if backend not in ('auto', 'torch'):
-            raise ValueError(f"cu_seqlens runs on backend='auto' or 'torch' (the chunked form), got {backend=}")
+        if backend == 'tiled':
+            raise ValueError(f"cu_seqlens runs on backend='auto', 'torch' or 'triton', got {backend=}")
     return _causal_linear_attention(q, k, v, mask, feature_map, chunk_size, eps, initial_state, return_state, backend,
                                     tile, kernel_min_rows, cu_seqlens)
 

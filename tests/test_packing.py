@@ -95,8 +95,8 @@ def test_packed_batch_and_backend_errors():
     q2, k2, v2 = (torch.cat((t, t)) for t in (q, k, v))
     with pytest.raises(ValueError, match='the batch must be 1, got 2'):
         causal_linear_attention(q2, k2, v2, cu_seqlens=CU)
-    with pytest.raises(ValueError, match="backend='auto' or 'torch'"):
-        causal_linear_attention(q, k, v, cu_seqlens=CU, backend='triton')
+    with pytest.raises(ValueError, match="backend='auto', 'torch' or 'triton', got backend='tiled'"):
+        causal_linear_attention(q, k, v, cu_seqlens=CU, backend='tiled')           # the CPU tile kernel takes no offsets
     with pytest.raises(ValueError, match=r'initial_state.kv must have shape \(5'):
         causal_linear_attention(q, k, v, cu_seqlens=CU, initial_state=LinearAttentionState(
             torch.zeros(1, 2, 5, 3, dtype=q.dtype), torch.zeros(1, 2, 5, dtype=q.dtype)))
