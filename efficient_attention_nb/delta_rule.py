@@ -175,13 +175,12 @@ def _run_scan(m, bias, state, backend:str):
     return _scan_states(m, bias, state) if out is None else out
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-pack
-def _check_packed(cu_seqlens, s:dict, initial_state, backend:str):
+def _check_packed(cu_seqlens, s:dict, initial_state):
     "Validate `cu_seqlens` (03's `_check_cu_seqlens`) and a state per document (D, h, d, e) for the packed form."
     D = _check_cu_seqlens(cu_seqlens, s['n'], s['b'])
     if initial_state is not None: check_tensor(initial_state, 'initial_state', (D, s['h'], s['d'], s['e']))
-    if backend == 'triton': raise ValueError("cu_seqlens runs on backend='auto' or 'torch', got backend='triton'")
 
-def _packed_delta(q, k, v, beta, g, cu_seqlens, chunk_size:int, initial_state, cdt):
+def _packed_delta(q, k, v, beta, g, cu_seqlens, chunk_size:int, initial_state, cdt, backend:str='torch'):
     "The chunked delta rule on documents packed in a row of b = 1, each starting a chunk: outputs, per-document states."
     (b, h, n, d), e, D = q.shape, v.shape[-1], cu_seqlens.numel() - 1
     c = min(chunk_size, max(n, 1))
@@ -189,13 +188,13 @@ def _packed_delta(q, k, v, beta, g, cu_seqlens, chunk_size:int, initial_state, c
     N = chunk_doc.numel()
     lay = lambda x: x.new_zeros(b, h, N * c, *x.shape[3:], dtype=cdt).index_copy(2, slot, x.to(cdt))  # laid out
     beta, gam = _in_chunks(lay(beta), c), None if g is None else _in_chunks(lay(g), c).cumsum(-1)
-    o_local, q_hat, m, bias = _chunk_parts(lay(q), lay(k), lay(v), beta, gam, c, cdt, 'torch')   # (2), (3), (4)
+    o_local, q_hat, m, bias = _chunk_parts(lay(q), lay(k), lay(v), beta, gam, c, cdt, backend)   # (2), (3), (4)
     S0 = q.new_zeros(D, h, d, e, dtype=cdt) if initial_state is None else initial_state.to(cdt)
     S0 = rearrange(S0[chunk_doc], 'N h d e -> 1 h N d e')              # each chunk's document's state before
     starts = torch.zeros(N, dtype=torch.bool, device=q.device).index_fill_(0, first, True)[1:, None, None]
     m_in = torch.cat((torch.where(starts, 0., m[:, :, :-1]), m[:, :, -1:]), 2)     # into a document's first chunk:
     b_in = torch.cat((torch.where(starts, S0[:, :, 1:], bias[:, :, :-1]), bias[:, :, -1:]), 2)   # S ↦ 0·S + S0
-    entering = _scan_states(m_in, b_in, S0[:, :, 0])[0]                             # the recurrence (4)
+    entering = _run_scan(m_in, b_in, S0[:, :, 0], backend)[0]                      # the recurrence (4)
     out = rearrange(_addmm(o_local, q_hat, entering), 'b h N c e -> b h (N c) e').index_select(2, slot)
     S = _addmm(bias[:, :, last], m[:, :, last], entering[:, :, last])               # after each document's last chunk
     return out, rearrange(S, '1 h D d e -> D h d e')
@@ -217,14 +216,15 @@ def delta_rule_attention(q:torch.Tensor, # queries (b, h, n, d)
     "The (gated) delta rule by chunks (Yang et al. 2024). Legend: b batch, h heads, n positions, d/e key/value width."
     s = _check_delta(q, k, v, beta, g, initial_state if cu_seqlens is None else None)
     check_int(chunk_size, 'chunk_size'); check_choice(backend, 'backend', _DELTA_BACKENDS)
-    if cu_seqlens is not None: _check_packed(cu_seqlens, s, initial_state, backend)    # states: one per document
+    if cu_seqlens is not None: _check_packed(cu_seqlens, s, initial_state)             # states: one per document
     if check_bounds: _check_bounds(k, beta, g)
     b, h, n, d, e = (s[x] for x in 'bhnde')
     N = max(1, -(-n // chunk_size)); c = -(-max(n, 1) // N)                          # N chunks of c ≤ chunk_size
     cdt, out_dtype = _compute_dtype(q, k, v, beta, g, initial_state), v.dtype
     with full_precision(q.device):
         if cu_seqlens is not None:
-            out, state = _packed_delta(q, k, v, beta, g, cu_seqlens.to(q.device), chunk_size, initial_state, cdt)
+            out, state = _packed_delta(q, k, v, beta, g, cu_seqlens.to(q.device), chunk_size, initial_state, cdt,
+                                       backend)
             return (out.to(out_dtype), state) if return_state else out.to(out_dtype)
         beta = _in_chunks(beta.to(cdt), c)
         gam = None if g is None else _in_chunks(g.to(cdt), c).cumsum(-1)           # γ_i = Σ_{j≤i} g_j; None: Γ = 1
