@@ -308,13 +308,19 @@ def _merge_heads(self:DeltaNetSelfAttention, o):
 @patch
 def prefill(self:DeltaNetSelfAttention, x:torch.Tensor, # inputs (b, n, dim)
             mask:torch.Tensor|None=None, # padding mask (b, n), True = keep; padded positions write nothing
+            *,
+            cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): offsets [0, l1, …, n]; a state per document
            ) -> tuple[torch.Tensor, DeltaNetCache]: # outputs (b, n, dim) and the cache after the last position
     "The parallel forward that also returns the recurrent cache, for decoding to continue from (TokenLM protocol)."
     check_tensor(x, 'x', ('b', 'n', self.dim))
     mask = as_mask(mask, 'mask', x.shape[:2], device=x.device, allow_empty_rows=True)
-    q, k, v, beta, g, conv = self._project(x, mask)
+    before = None
+    if cu_seqlens is not None:                                   # packed: the convolution stops at each start
+        _check_cu_seqlens(cu_seqlens, x.shape[1], x.shape[0]); cu_seqlens = cu_seqlens.to(x.device)
+        before = _doc_positions(cu_seqlens, x.shape[1])[1]
+    q, k, v, beta, g, conv = self._project(x, mask, before=before)
     o, state = delta_rule_attention(q, k, v, beta, g=g, chunk_size=self.chunk_size, return_state=True,
-                                    check_bounds=False)                              # in bounds by construction
+                                    check_bounds=False, cu_seqlens=cu_seqlens)       # in bounds by construction
     return self._merge_heads(o), DeltaNetCache(state, conv)
 
 @patch
@@ -324,13 +330,7 @@ def forward(self:DeltaNetSelfAttention, x:torch.Tensor, # inputs (b, n, dim)
             cu_seqlens:torch.Tensor|None=None, # packed documents (b = 1): offsets [0, l1, …, n]
            ) -> torch.Tensor: # outputs (b, n, dim)
     "Causal delta-rule self-attention, chunked parallel form. Legend: b batch, n positions, h heads, d width per head."
-    if cu_seqlens is None: return self.prefill(x, mask)[0]
-    check_tensor(x, 'x', ('b', 'n', self.dim)); _check_cu_seqlens(cu_seqlens, x.shape[1], x.shape[0])
-    cu_seqlens = cu_seqlens.to(x.device)
-    mask = as_mask(mask, 'mask', x.shape[:2], device=x.device, allow_empty_rows=True)
-    q, k, v, beta, g, _ = self._project(x, mask, before=_doc_positions(cu_seqlens, x.shape[1])[1])
-    o = delta_rule_attention(q, k, v, beta, g=g, chunk_size=self.chunk_size, check_bounds=False, cu_seqlens=cu_seqlens)
-    return self._merge_heads(o)
+    return self.prefill(x, mask, cu_seqlens=cu_seqlens)[0]
 
 # %% ../nbs/06_delta_rule.ipynb #06deltarule-053
 def _decode_step(q, k, v, beta, state=None, g=None):

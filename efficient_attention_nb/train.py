@@ -533,8 +533,9 @@ def _cp_groups(rank:int, world:int, cp:int) -> tuple:
 
 def _rank_cols(c:dict, part:int) -> slice:
     "The positions of each row that this rank holds: its part of `context_parallel` equal parts."
-    n = c['seq_len'] // c['context_parallel'] if c['context_parallel'] > 1 else None
-    return slice(None) if n is None else slice(part * n, (part + 1) * n)
+    if c['context_parallel'] == 1: return slice(None)            # (the recall task has no seq_len)
+    n = c['seq_len'] // c['context_parallel']
+    return slice(part * n, (part + 1) * n)
 
 
 # %% ../nbs/08_training.ipynb #07training-037q
