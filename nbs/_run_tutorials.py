@@ -2,7 +2,9 @@
 
 Cells flagged `#| slow` or `#| cuda` (settings.ini `tst_flags`) are left out unless named with `--flags`, exactly as
 `nbdev_test` does; their saved outputs are already in the committed notebooks. Notebooks run `--jobs` at a time
-(default 2), each in a kernel of its own; a progress bar counts the cells run and estimates the time left.
+(default 2), each in a kernel of its own with its share of the cores (`OMP_NUM_THREADS` = cores // jobs unless set:
+two kernels of two threads each on two cores spend most of their time waiting for each other's threads); a progress
+bar counts the cells run and estimates the time left.
 
     python nbs/_run_tutorials.py [--out _executed] [--flags "slow"] [--jobs 2] [NOTEBOOK ...]
 """
@@ -34,15 +36,17 @@ def load(nb_path: Path, skip: set):
 def code_cells(nb) -> int: return sum(c.cell_type == 'code' for c in nb.cells)
 
 
-def run(nb_path: Path, out: Path, skip: set, timeout: int = 1800, on_cell=None) -> float:
-    "Execute one notebook in a private kernel, write the executed copy into `out`; the seconds it took."
+def run(nb_path: Path, out: Path, skip: set, timeout: int = 1800, on_cell=None, threads: str | None = None) -> float:
+    """Execute one notebook in a private kernel (with `OMP_NUM_THREADS=threads` if given), write the executed copy into
+    `out`; the seconds it took."""
     nb = load(nb_path, skip)
     hook = (lambda **_: on_cell()) if on_cell else None
+    env = {**os.environ, **({'OMP_NUM_THREADS': threads} if threads else {})}
     t0 = time.time()
     with tempfile.TemporaryDirectory() as sockets:          # local sockets, not TCP ports: a private kernel per notebook
         km = KernelManager(kernel_name='python3', transport='ipc', ip=f'{sockets}/kernel')
         try: NotebookClient(nb, km=km, timeout=timeout, resources={'metadata': {'path': str(NBS)}},
-                            on_cell_executed=hook).execute()
+                            on_cell_executed=hook).execute(env=env)
         finally:
             if km.has_kernel: km.shutdown_kernel()             # the client leaves a kernel it was given running
     nbformat.write(nb, out / nb_path.name)
@@ -59,19 +63,21 @@ def main(argv=None):
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     nbs = [Path(p) for p in a.notebooks] or sorted(p for p in NBS.glob('[0-9]*.ipynb')) + [NBS / 'index.ipynb']
     skip = SKIP - set(a.flags.split())
+    threads = os.environ.get('OMP_NUM_THREADS') or str(max(1, len(os.sched_getaffinity(0)) // max(1, a.jobs)))
     sizes = {p: code_cells(load(p, skip)) for p in nbs}
     order = sorted(nbs, key=lambda p: -sizes[p]) if a.jobs > 1 else nbs     # the longest first: the last ones fill gaps
     bar = tqdm(total=sum(sizes.values()), desc='tutorials', unit='cell', mininterval=1, disable=a.no_progress or None)
     t0 = time.time()
     with ThreadPoolExecutor(max(1, a.jobs)) as pool:
-        jobs = {pool.submit(run, p, out, skip, on_cell=lambda: bar.update()): p for p in order}
+        jobs = {pool.submit(run, p, out, skip, on_cell=lambda: bar.update(), threads=threads): p for p in order}
         try:
             for job in as_completed(jobs): tqdm.write(f'   {jobs[job].name:28s}{job.result():7.1f} s')
         except BaseException:
             for job in jobs: job.cancel()                      # notebooks not started yet are not started
             raise
     bar.close()
-    print(f'== executed {len(nbs)} tutorials in {time.time() - t0:.0f} s ({a.jobs} at a time): {out.resolve()}/')
+    print(f'== executed {len(nbs)} tutorials in {time.time() - t0:.0f} s ({a.jobs} at a time, {threads} threads each): '
+          f'{out.resolve()}/')
 
 
 if __name__ == '__main__': sys.exit(main())

@@ -1,6 +1,7 @@
 """`nbs/_run_tutorials.py` (what `make main` runs): notebooks run several at a time, each in its own kernel, slow cells
 left out, the executed copies written, and a failing cell fails the run."""
 import importlib.util
+import os
 from pathlib import Path
 
 import nbformat
@@ -22,16 +23,20 @@ def _nb(path, *sources):
     return path
 
 
-def test_notebooks_run_two_at_a_time(tmp_path, capsys):
+def test_notebooks_run_two_at_a_time(tmp_path, capsys, monkeypatch):
     run = _runner()
+    monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
     a = _nb(tmp_path / 'a.ipynb', 'import os; print("pid", os.getpid())', '#| slow\nraise SystemExit("slow cell ran")')
-    b = _nb(tmp_path / 'b.ipynb', 'import os; print("pid", os.getpid())', 'print(6 * 7)')
+    b = _nb(tmp_path / 'b.ipynb', 'import os; print("pid", os.getpid())', 'print(6 * 7)',
+            'print(os.environ["OMP_NUM_THREADS"])')
     out = tmp_path / 'out'
     run.main([str(a), str(b), '--out', str(out), '--jobs', '2', '--no-progress'])
     done = {p.name: nbformat.read(out / p.name, as_version=4) for p in (a, b)}
     assert len(done['a.ipynb'].cells) == 1 and done['b.ipynb'].cells[1].outputs[0].text == '42\n'
     pids = {nb.cells[0].outputs[0].text for nb in done.values()}
     assert len(pids) == 2                                                  # a kernel of its own for each notebook
+    share = max(1, len(os.sched_getaffinity(0)) // 2)                      # each kernel gets its share of the cores
+    assert done['b.ipynb'].cells[2].outputs[0].text == f'{share}\n'
     printed = capsys.readouterr().out
     assert 'a.ipynb' in printed and 'b.ipynb' in printed and 'executed 2 tutorials' in printed
     assert run.code_cells(run.load(a, run.SKIP)) == 1
