@@ -702,10 +702,13 @@ def generate(self:TokenLM, prompt:torch.Tensor, # token ids (b, n0), n0 >= 1 (on
     finally: self.train(was_training)
 
 # %% ../nbs/00_core.ipynb #00core-092
-@torch.compiler.assume_constant_result
+_AUTOCAST = {t: torch.amp.is_autocast_available(t)                                  # asked once, at import
+             for t in ('cpu', 'cuda', 'xpu', 'mps', 'hpu', 'mtia', 'meta', torch._C._get_privateuse1_backend_name())}
+
 def _autocast_available(device_type:str) -> bool:
-    "Whether autocast exists for `device_type`; a constant to `torch.compile`, which cannot trace the query itself."
-    return torch.amp.is_autocast_available(device_type)
+    "Whether autocast exists for `device_type`: a constant to `torch.compile`, which cannot trace the query itself."
+    known = _AUTOCAST.get(device_type)
+    return torch.amp.is_autocast_available(device_type) if known is None else known
 
 def full_precision(device, # a torch.device, a device string, or a tensor (its device is used)
                   ) -> contextlib.AbstractContextManager:

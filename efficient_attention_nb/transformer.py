@@ -979,14 +979,17 @@ def _padding_score_mod(mask:torch.Tensor):
     def padding(score, b, h, i, j): return torch.where(mask[b, j], score, float('-inf'))   # e^-inf = 0: weight 0
     return padding
 
-_flex_compiled = torch.compile(flex_attention)   # the fused kernel, compiled at the first call and for new shapes
+@functools.cache
+def _flex_compiled():
+    "`torch.compile(flex_attention)`, the fused kernel: made at the first use, compiled then and for new shapes."
+    return torch.compile(flex_attention)          # made on demand: importing the compiler takes a second or two
 
 def _flex_local(q, k, v, w:int, causal:bool, mask) -> torch.Tensor:
     "Local attention by FlexAttention, unchecked: q, k and v read in place, only the band's tiles computed."
     n, score_mod = q.shape[-2], None if mask is None else _padding_score_mod(mask)
     if torch.compiler.is_compiling():                       # inside a traced graph: tiles built there, flex traced
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=_band_block_mask(n, w, causal, q.device))
-    flex = flex_attention if q.device.type == 'cpu' else _flex_compiled                # a CPU: the eager reference
+    flex = flex_attention if q.device.type == 'cpu' else _flex_compiled()              # a CPU: the eager reference
     return flex(q, k, v, score_mod=score_mod, block_mask=_cached_band_block_mask(n, w, causal, q.device))
 
 # %% ../nbs/04_transformer.ipynb #04transforme-011n

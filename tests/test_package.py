@@ -60,6 +60,14 @@ def test_seed_example_runs_from_the_wheel(runtime_venv, example, tmp_path):
     assert r.returncode == 0, f'{example.name}:\n{r.stderr[-4000:]}'
 
 
+def test_import_leaves_the_compiler_unloaded():
+    """The package and its command line import without torch's compiler (dynamo, inductor): each CLI call and
+    notebook kernel starts in about two seconds, not six; the compiler loads at the first `torch.compile`."""
+    code = ("import sys, efficient_attention_nb, efficient_attention_nb.cli, efficient_attention_nb.train; "
+            "print([m for m in ('torch._dynamo', 'torch._inductor') if m in sys.modules])")
+    assert _run([sys.executable, '-c', code]).stdout.strip() == '[]'
+
+
 @pytest.mark.skipif(not SEEDS.is_dir(), reason='../shared/seeds is not beside this clone (only the project checkout has it)')
 def test_seed_examples_match_the_seed_readmes():
     "The copies above are the seeds' code blocks with only the import line (and .cuda()) changed: no drift."
