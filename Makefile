@@ -4,7 +4,7 @@
 #                 (about 4 minutes: set-up ~40 s, tutorials ~2.5 min two at a time, bench under 1 min, docs ~20 s)
 #   make test     set up, run every test (all notebooks through nbdev's runner + package tests); CI runs this (~5 min)
 #   make quick    set up, run the fast tests only (pytest -m 'not slow'): the development loop
-#   make install  set up only: .venv with torch, the package (editable) and its dev extras, by uv (~15 s)
+#   make install  set up only: .venv with torch, the package (editable) and its dev extras, by uv (~30 s)
 #   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb) (~20 s)
 #   make bench    `efficient-attention bench` into _bench/: every mechanism at n = 256, 1024, 2048 (~1 min)
 #   make lab      JupyterLab on nbs/
@@ -28,17 +28,17 @@ export KINETO_LOG_LEVEL := 6
 
 install: $(VENV)/.installed
 
-# uv installs the same packages as pip, downloads and unpacking in parallel: about 15 s from a fresh clone where pip
-# took about 100. It does not read pip's configuration, so it is given the folder of wheels pip is told to look in
-# (where a machine keeps a local torch build), from PIP_FIND_LINKS or pip's config.
+# uv installs the same packages as pip, downloading, unpacking and byte-compiling in parallel: about 30 s from a
+# fresh clone where pip took about 100. It does not read pip's configuration, so it is given the folders of wheels
+# pip is told to look in (where a machine keeps a local torch build), from PIP_FIND_LINKS or pip's config.
 FIND_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
 
 $(VENV)/.installed: settings.ini setup.py pyproject.toml
 	@echo "== setting up $(VENV) ($(TORCH_SPEC))"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(PIPQ) uv 2> >(grep -v "is ignored: it is neither" >&2)
-	@VIRTUAL_ENV="$(abspath $(VENV))" $(BIN)/uv pip install --quiet $(foreach f,$(FIND_LINKS),--find-links $(f)) \
-	  "$(TORCH_SPEC)" -e ".[dev]"
+	@VIRTUAL_ENV="$(abspath $(VENV))" $(BIN)/uv pip install --quiet --compile-bytecode \
+	  $(foreach f,$(FIND_LINKS),--find-links $(f)) "$(TORCH_SPEC)" -e ".[dev]"
 	@touch $@
 
 tutorials: install
