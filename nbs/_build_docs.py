@@ -5,10 +5,11 @@
 these machines (its PyPI package downloads the binary at install time), so this script runs the same processing and
 hands the processed notebooks to a well-kept engine instead:
 
-1. **nbdev processing**: `nbdev.processors.FilterDefaults` per notebook, in parallel (what `nbdev_proc_nbs` does),
-   with two changes: `show_doc` renders each signature with an argument table built from the docments (nbdev's
-   `renderer` hook; nbdev 2.4.14's default renders the docments as comments only), and `#| export` cells stay on the
-   page as code (the helpers and Triton kernels the prose derives), a public name's API entry after its cell.
+1. **nbdev processing**: `nbdev.processors.FilterDefaults` per notebook (what `nbdev_proc_nbs` does), in parallel
+   from four cores, with two changes: `show_doc` renders each signature with an argument table built from the
+   docments (nbdev's `renderer` hook; nbdev 2.4.14's default renders the docments as comments only), and
+   `#| export` cells stay on the page as code (the helpers and Triton kernels the prose derives), a public name's API
+   entry after its cell.
 2. **Quarto's part**: the Quarto cell options nbdev leaves (`echo`, `output`, `include`, `code-fold`) are applied,
    `show_doc` output becomes page content with the heading ids nbdev's links use (`#lama.forward`) and an API index
    entry, links to the published site become relative, links to private names (no anchor on any page) become plain
@@ -256,11 +257,15 @@ def process(names, proc, keep_going=False):
     """nbdev's docs processing (what `nbdev_proc_nbs` runs per notebook) of `names` into folder `proc`.
     A notebook whose doc cells fail stops the build (as `nbdev_docs` does); with `keep_going` it is processed
     again without running them (its saved show_doc outputs are used) and the build goes on."""
+    import contextlib, multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-    import multiprocessing as mp
+    from types import SimpleNamespace
     proc.mkdir(parents=True, exist_ok=True)
     jobs = [(str(NBS/n), str(proc/n), False) for n in names]
-    with ProcessPoolExecutor(min(len(jobs), os.cpu_count() or 1), mp_context=mp.get_context('spawn')) as ex:
+    # each spawned worker imports torch and the library again: on two cores one process is faster (14 s against 23)
+    workers = min(len(jobs), (os.cpu_count() or 1) // 2)
+    with (ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) if workers > 1
+          else contextlib.nullcontext(SimpleNamespace(map=map))) as ex:
         errs = [e for e in ex.map(_process_one, jobs) if e]
         if errs and not keep_going:
             sys.exit('nbdev doc processing failed (imports belong in cells of their own, see CONVENTIONS §5):\n  '
