@@ -213,3 +213,22 @@ def test_generate_with_context_equals_greedy_parallel():
         new, seq = dec.generate(prompt, 8, temperature=0., **kw), prompt
         for _ in range(8): seq = torch.cat([seq, dec(seq, **kw)[:, -1].argmax(-1, keepdim=True)], 1)
     assert torch.equal(new, seq[:, 3:])
+
+
+@pytest.mark.parametrize('opts', [dict(reversible=True), dict(global_attn='delta', bucket_size=16)],
+                         ids=['reversible', 'delta'])
+def test_training_step_compiles_with_inductor(opts):
+    "The chapter's compile check (04transforme-047z) with inductor: one graph, the eager outputs and gradients."
+    import torch._dynamo
+    g = torch.Generator().manual_seed(0)
+    tok = torch.randint(0, 40, (2, 40), generator=g)
+    torch.manual_seed(0)
+    lm = LinearAttentionTransformerLM(num_tokens=40, dim=32, heads=4, depth=1, max_seq_len=64, causal=True,
+                                      n_local_attn_heads=2, local_attn_window_size=4, **opts)
+    params = [p for p in lm.parameters() if p.requires_grad]
+    torch._dynamo.reset()
+    out_e, out_c = lm(tok), torch.compile(lm, fullgraph=True)(tok)
+    torch.testing.assert_close(out_c, out_e, rtol=0, atol=1e-4)
+    g_e, g_c = (torch.autograd.grad(o.square().mean(), params) for o in (out_e, out_c))
+    for a, b in zip(g_c, g_e): torch.testing.assert_close(a, b, rtol=0, atol=1e-4 * (1 + b.abs().max().item()))
+    torch._dynamo.reset()
