@@ -1,12 +1,12 @@
 # efficient_attention_nb — the usual targets. Every target sets up .venv first if it is missing.
 # Times on a 2-core machine, from a fresh clone (longer while other jobs share the cores):
 #   make main     set up, run every tutorial notebook (SLOW=1: slow cells too), quick benchmark plots, docs site
-#                 (about 4 minutes: set-up ~40 s, tutorials ~2.5 min two at a time, bench under 1 min, docs ~20 s)
-#   make test     set up, run every test (all notebooks through nbdev's runner + package tests); CI runs this (~5 min)
+#                 (about 6 minutes with empty caches: set-up ~40 s, tutorials ~4 min two at a time, bench ~40 s, docs ~30 s)
+#   make test     set up, run every test (all notebooks through nbdev's runner + package tests); CI runs this (~15 min)
 #   make quick    set up, run the fast tests only (pytest -m 'not slow'): the development loop
 #   make install  set up only: .venv with torch, the package (editable) and its dev extras, by uv (~30 s)
-#   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb) (~20 s)
-#   make bench    `efficient-attention bench` into _bench/: every mechanism at n = 256, 1024, 2048 (~1 min)
+#   make docs     build the docs site into _docs/ (and README.md from nbs/index.ipynb) (~30 s)
+#   make bench    `efficient-attention bench` into _bench/: every mechanism at n = 256, 1024, 2048 (~40 s)
 #   make lab      JupyterLab on nbs/
 #   make export / make clean-nbs   nbdev_export / nbdev_clean (run both before committing)
 #   make gpu      on a GPU machine: run the notebooks' #| cuda cells and record their outputs in the notebooks
