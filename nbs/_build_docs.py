@@ -262,7 +262,7 @@ def process(names, proc, keep_going=False):
     from types import SimpleNamespace
     proc.mkdir(parents=True, exist_ok=True)
     jobs = [(str(NBS/n), str(proc/n), False) for n in names]
-    # each spawned worker imports torch and the library again: on two cores one process is faster (14 s against 23)
+    # each spawned worker imports torch and the library again: on two cores one process is faster (12 s against 23)
     workers = min(len(jobs), (os.cpu_count() or 1) // 2)
     with (ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) if workers > 1
           else contextlib.nullcontext(SimpleNamespace(map=map))) as ex:
