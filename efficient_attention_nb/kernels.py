@@ -4,7 +4,7 @@
 
 # %% ../nbs/06b_hardware.ipynb #06bhardware-004
 from __future__ import annotations
-import contextlib, functools, os
+import contextlib, functools, json, os, subprocess, sys
 from typing import Callable
 
 import torch
@@ -707,3 +707,47 @@ def _triton_chunks(q, k, v, beta, gam, c:int, *, forced:bool):
     return _dr_chunk_op(q, k, v, beta.contiguous(), None if gam is None else gam.contiguous())
 
 _SCANS['triton'], _CHUNKS['triton'] = _triton_scan, _triton_chunks
+
+# %% ../nbs/06b_hardware.ipynb #06bhardware-aot
+def _gpu_builds() -> dict:
+    "Builds to compile ahead of time: name → (kernel, constexprs, num_warps, pointer types), bf16 inputs, d = e = 64."
+    la = {k: v for k, v in _config(4096, torch.bfloat16).items() if k not in ('num_warps', 'num_stages', 'BE')}
+    la = dict(la, BD=64, BE=32, PHI=1, DOCS=None)
+    state = ('*fp32', '*fp32')                                     # a state's pointers (S, z)
+    la_ptrs = dict(M='*u8', S0=state, SN=state, DSN=state, DS0=state)
+    scan = {k: v for k, v in _scan_cfg(64, 64, _SCAN_PREC)[0].items() if k != 'num_warps'}
+    chunk = {k: v for k, v in _dr_cfg(64, 64, 64, torch.bfloat16).items() if k != 'num_warps'}
+    packed = {k: v for k, v in la.items() if k != 'DOCS'}                  # packed documents: DOCS = (doc, flags)
+    p_ptrs = dict(la_ptrs, DOCS=('*i32', '*i32'))
+    return {'linear attention, forward': (_cla_fwd_kernel, la, 4, la_ptrs),
+            'linear attention, forward, packed': (_cla_fwd_kernel, packed, 4, p_ptrs),
+            'linear attention, backward for dq, packed': (_cla_dq_kernel, dict(packed, BE=64), 4, p_ptrs),
+            'linear attention, backward for dk, dv, packed': (_cla_dkdv_kernel, dict(packed, BE=64), 4, p_ptrs),
+            'linear attention, backward for dq': (_cla_dq_kernel, dict(la, BE=64), 4, la_ptrs),
+            'linear attention, backward for dk, dv': (_cla_dkdv_kernel, dict(la, BE=64), 4, la_ptrs),
+            'delta rule scan, forward': (_scan_fwd_kernel, scan, 4, {}),
+            'delta rule scan, backward': (_scan_bwd_kernel, scan, 4, {}),
+            'delta rule chunks, forward': (_dr_chunk_fwd_kernel, dict(chunk, GATE=True), 8, {}),
+            'delta rule chunks, backward': (_dr_chunk_bwd_kernel, dict(chunk, GATE=True), 8, {})}
+
+# %% ../nbs/06b_hardware.ipynb #06bhardware-aot-c
+def _compile_for(kernel, constexprs:dict, num_warps:int, pointers:dict={}, arch:int=90) -> bytes:
+    "Machine code of `kernel` for CUDA compute capability `arch`: pointers bf16 or fp32 (or as `pointers` says)."
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    half = ('Q', 'K', 'V', 'O', 'DO', 'DQ', 'DK', 'DV')
+    strides = ('sq', 'sk', 'sv', 'sg')                                                    # x.stride() of 4 dims
+    sig = {a: 'constexpr' if a in constexprs else 'fp32' if a == 'eps' else ('i32',) * 4 if a in strides
+           else 'i32' if a.islower() or a in ('N', 'BH')
+           else pointers.get(a, '*bf16' if a in half else '*fp32') for a in kernel.arg_names}
+    src = ASTSource(fn=kernel, signature=sig, constexprs=constexprs)
+    return triton.compile(src, target=GPUTarget('cuda', arch, 32), options=dict(num_warps=num_warps)).asm['cubin']
+
+def _compile_builds(names:list|None=None, arch:int=90) -> dict:
+    "Compile the named builds (default: all) for `arch` in a fresh Python without the interpreter: name → bytes."
+    code = ('import json, sys; import efficient_attention_nb.kernels as K; B = K._gpu_builds()\n'
+            'print(json.dumps({n: len(K._compile_for(*B[n], arch=int(sys.argv[1]))) for n in sys.argv[2:] or B}))')
+    env = {k: v for k, v in os.environ.items() if k != 'TRITON_INTERPRET'}
+    r = subprocess.run([sys.executable, '-c', code, str(arch), *(names or [])], env=env, capture_output=True, text=True)
+    if r.returncode: raise RuntimeError(f'compiling for sm_{arch} failed:\n{r.stderr[-3000:]}')
+    return json.loads(r.stdout.splitlines()[-1])
