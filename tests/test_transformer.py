@@ -232,3 +232,20 @@ def test_training_step_compiles_with_inductor(opts):
     g_e, g_c = (torch.autograd.grad(o.square().mean(), params) for o in (out_e, out_c))
     for a, b in zip(g_c, g_e): torch.testing.assert_close(a, b, rtol=0, atol=1e-4 * (1 + b.abs().max().item()))
     torch._dynamo.reset()
+
+
+def test_generate_compiled_with_context_equals_eager():
+    "The chapter's decoding-in-one-graph check (04transforme-045h) for a decoder reading an encoder's context."
+    import torch._dynamo
+    g = torch.Generator().manual_seed(0)
+    dec = LinearAttentionTransformerLM(num_tokens=40, dim=32, heads=4, depth=1, max_seq_len=48, causal=True,
+                                       n_local_attn_heads=2, local_attn_window_size=4, receives_context=True).eval()
+    prompt = torch.randint(0, 40, (2, 5), generator=g)
+    ctx = dict(context=torch.randn(2, 7, 32, generator=g), context_mask=torch.arange(7)[None] < torch.tensor([[7], [5]]))
+    eager = dec.generate(prompt, 100, temperature=0., **ctx)
+    torch._dynamo.reset()
+    assert torch.equal(dec.generate(prompt, 2, temperature=0., compile=True, **ctx), eager[:, :2])   # compiles
+    with torch._dynamo.config.patch(error_on_recompile=True):                                  # ... and replays
+        assert torch.equal(dec.generate(prompt, 64, temperature=0., compile=True, **ctx), eager[:, :64])
+        assert torch.equal(dec.generate(prompt, 100, temperature=0., compile=True, **ctx), eager)  # past max_seq_len
+    torch._dynamo.reset()
