@@ -4,11 +4,13 @@ Cells flagged `#| slow` or `#| cuda` (settings.ini `tst_flags`) are left out unl
 `nbdev_test` does; their saved outputs are already in the committed notebooks. Notebooks run `--jobs` at a time
 (default 2), each in a kernel of its own with its share of the cores (`OMP_NUM_THREADS` = cores // jobs unless set:
 two kernels of two threads each on two cores spend most of their time waiting for each other's threads); a progress
-bar counts the cells run and estimates the time left.
+bar counts the cells run and estimates the time left. The notebooks expected to take longest start first, so that
+the short ones fill the gaps at the end: the seconds each took are written to `OUT/times.json`, and until a run has
+written them the order comes from `nbs/_tutorial_times.json` (measured on two cores; only the order depends on it).
 
     python nbs/_run_tutorials.py [--out _executed] [--flags "slow"] [--jobs 2] [NOTEBOOK ...]
 """
-import argparse, os, re, sys, tempfile, time
+import argparse, json, os, re, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from tqdm.auto import tqdm
 
 NBS = Path(__file__).resolve().parent
 SKIP = {'notest', 'slow', 'cuda'}
+TIMES = NBS / '_tutorial_times.json'
 
 
 def flags_of(src: str) -> set:
@@ -34,6 +37,14 @@ def load(nb_path: Path, skip: set):
 
 
 def code_cells(nb) -> int: return sum(c.cell_type == 'code' for c in nb.cells)
+
+
+def expected_seconds(nbs: list, out: Path, cells: dict) -> dict:
+    "Each notebook's expected seconds: from the last run into `out`, else nbs/_tutorial_times.json, else 0.3 s a cell."
+    known = {}
+    for f in (TIMES, out / 'times.json'):
+        if f.exists(): known.update(json.loads(f.read_text()))
+    return {p: known.get(p.stem, 0.3 * cells[p]) for p in nbs}
 
 
 def run(nb_path: Path, out: Path, skip: set, timeout: int = 1800, on_cell=None, threads: str | None = None) -> float:
@@ -65,17 +76,22 @@ def main(argv=None):
     skip = SKIP - set(a.flags.split())
     threads = os.environ.get('OMP_NUM_THREADS') or str(max(1, len(os.sched_getaffinity(0)) // max(1, a.jobs)))
     sizes = {p: code_cells(load(p, skip)) for p in nbs}
-    order = sorted(nbs, key=lambda p: -sizes[p]) if a.jobs > 1 else nbs     # the longest first: the last ones fill gaps
+    guess = expected_seconds(nbs, out, sizes)
+    order = sorted(nbs, key=lambda p: -guess[p]) if a.jobs > 1 else nbs     # the longest first: the last ones fill gaps
     bar = tqdm(total=sum(sizes.values()), desc='tutorials', unit='cell', mininterval=1, disable=a.no_progress or None)
-    t0 = time.time()
+    t0, took = time.time(), {}
     with ThreadPoolExecutor(max(1, a.jobs)) as pool:
         jobs = {pool.submit(run, p, out, skip, on_cell=lambda: bar.update(), threads=threads): p for p in order}
         try:
-            for job in as_completed(jobs): tqdm.write(f'   {jobs[job].name:28s}{job.result():7.1f} s')
+            for job in as_completed(jobs):
+                took[jobs[job].stem] = round(job.result(), 1)
+                tqdm.write(f'   {jobs[job].name:28s}{took[jobs[job].stem]:7.1f} s')
         except BaseException:
             for job in jobs: job.cancel()                      # notebooks not started yet are not started
             raise
     bar.close()
+    times = out / 'times.json'
+    times.write_text(json.dumps({**(json.loads(times.read_text()) if times.exists() else {}), **took}, indent=1))
     print(f'== executed {len(nbs)} tutorials in {time.time() - t0:.0f} s ({a.jobs} at a time, {threads} threads each): '
           f'{out.resolve()}/')
 

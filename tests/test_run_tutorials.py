@@ -1,7 +1,7 @@
 """`nbs/_run_tutorials.py` (what `make main` runs): notebooks run several at a time, each in its own kernel, slow cells
 left out, the executed copies written, and a failing cell fails the run."""
 import importlib.util
-import os
+import json, os
 from pathlib import Path
 
 import nbformat
@@ -47,3 +47,19 @@ def test_a_failing_notebook_fails_the_run(tmp_path):
     bad = _nb(tmp_path / 'bad.ipynb', 'raise ValueError("broken tutorial")')
     with pytest.raises(Exception, match='broken tutorial'):
         run.main([str(bad), '--out', str(tmp_path / 'out'), '--jobs', '2', '--no-progress'])
+
+
+def test_the_longest_notebooks_start_first(tmp_path):
+    "The order comes from the last run's times, then nbs/_tutorial_times.json, then the number of code cells."
+    run = _runner()
+    names = sorted(p.stem for p in (ROOT / 'nbs').glob('[0-9]*.ipynb')) + ['index']
+    committed = json.loads(run.TIMES.read_text())
+    assert sorted(committed) == sorted(names) and all(t > 0 for t in committed.values()), committed
+    a, b, c = (_nb(tmp_path / f'{x}.ipynb', 'x = 1', 'y = 2') for x in 'abc')
+    out = tmp_path / 'out'
+    run.main([str(a), str(b), '--out', str(out), '--jobs', '1', '--no-progress'])
+    took = json.loads((out / 'times.json').read_text())
+    assert sorted(took) == ['a', 'b'] and all(t > 0 for t in took.values())
+    (out / 'times.json').write_text('{"a": 1.0, "b": 9.0}')
+    guess = run.expected_seconds([a, b, c], out, {a: 2, b: 2, c: 2})
+    assert guess == {a: 1.0, b: 9.0, c: 0.6}
