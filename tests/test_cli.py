@@ -2,7 +2,7 @@
 the checkpoint round trip through `torch.load(..., weights_only=True)`, and `generate`.
 
 Fast: tiny models and a few steps; the console script runs in a fresh process only where that is the point."""
-import contextlib, io, json, subprocess, sys
+import contextlib, csv, io, json, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -172,3 +172,15 @@ def test_export_hf_round_trip_and_refusals(tmp_path):
     refused(*run('export-hf', tmp_path / 'nowhere', tmp_path / 'x')[::2], 'no checkpoint at')
     assert run('train', '--attn', 'softmax', *TINY, '--seq-len', '8', '--out', tmp_path / 'sm')[0] == 0
     refused(*run('export-hf', tmp_path / 'sm', tmp_path / 'y')[::2], "export-hf needs attn='transformer'")
+
+
+def test_bench_fresh_process_memory_agrees_with_the_fork(tmp_path):
+    "`bench --fresh-process` (one fresh Python per reading) and the default (forks of one prepared child) agree."
+    for extra, sub in (([], 'fork'), (['--fresh-process'], 'fresh')):
+        rc, o, e = run('bench', '--n', '2048', '--mechanisms', 'linear', '--repeats', '1', '--warmup', '0', '--no-progress',
+                       '--dim', '256', '--heads', '4', '--out', tmp_path / sub, *extra)
+        assert rc == 0, e
+    rows = {sub: list(csv.DictReader(open(tmp_path / sub / 'bench.csv'))) for sub in ('fork', 'fresh')}
+    assert [(r['mechanism'], r['n']) for r in rows['fork']] == [(r['mechanism'], r['n']) for r in rows['fresh']]
+    mem = {sub: {r['mechanism']: float(r['mem_fwd_mb']) for r in rs} for sub, rs in rows.items()}
+    assert mem['fresh']['linear'] > 4 and abs(mem['fresh']['linear'] - mem['fork']['linear']) < 1, mem   # MiB
