@@ -498,7 +498,7 @@ def render_sphinx(nbs, order, out, site_url):
         _copy_mathjax(static/'mathjax')
         shutil.copy(NBS/'styles.css', static/'site.css')
         if out.exists(): shutil.rmtree(out)
-        cmd = [sys.executable, '-m', 'sphinx', '-b', 'html', '-q', '-c', str(NBS/'_sphinx'), '-d', str(src/'.doctrees'),
+        cmd = [sys.executable, '-m', 'sphinx', '-b', 'html', '-q', '-j', 'auto', '-c', str(NBS/'_sphinx'), '-d', str(src/'.doctrees'),
                str(src), str(out)]
         t = time.time()
         r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, NBDOCS_SRC=str(src)))
