@@ -1,7 +1,8 @@
 # efficient_attention_nb — the usual targets. Every target sets up .venv first if it is missing.
 # Times on a 2-core machine, from a fresh clone (longer while other jobs share the cores):
 #   make main     set up, run every tutorial notebook (SLOW=1: slow cells too), quick benchmark plots, docs site
-#                 (about 6 minutes with empty caches: set-up ~40 s, tutorials ~4 min two at a time, bench ~40 s, docs ~30 s)
+#                 (about 4.5 minutes with empty caches: set-up 30-50 s, tutorials ~3.3 min two at a time with the docs
+#                 build beside them, then bench ~40 s alone)
 #   make test     set up, run every test (all notebooks through nbdev's runner + package tests); CI runs this (~15 min)
 #   make quick    set up, run the fast tests only (pytest -m 'not slow'): the development loop
 #   make install  set up only: .venv with torch, the package (editable) and its dev extras, by uv (~30 s)
